@@ -1,0 +1,338 @@
+"""Kernel configurations: one frozen `KernelConfig` per (problem, arch, shape).
+
+`CONFIG_MAP` pins a config for each leaderboard benchmark case on each architecture;
+`default_config` derives one by rule for every other legal shape; `select_config` picks
+between them.  `check_config` is the per-architecture validity check (divisibility, shared
+memory within the SM's limit, TMEM columns on sm_100a, accumulator registers on sm_90a)
+that tests run on every entry.
+
+This module is pure Python (no CuTe DSL, no torch) so that it can be imported and tested
+anywhere and inlined into the single-file leaderboard submission.
+
+Shapes: dual problems are keyed by (m, n, k, l); grouped problems by a tuple of per-group
+(m, n, k) triples (l is always 1 on the leaderboard).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+# K elements per pipeline stage (one "k-block"): 4 NVFP4 MMA instructions of K=64 on
+# sm_100a; 128 bytes of packed e2m1 per row, i.e. one 128-byte swizzle atom.
+K_BLOCK = 256
+SF_VEC = 16  # e2m1 elements per e4m3 scale factor (NVFP4)
+
+ARCHS = ("sm_100a", "sm_90a")
+PROBLEMS = ("dual", "group")
+
+# Hardware limits used by the resource models.
+SMEM_LIMIT = {"sm_100a": 232448, "sm_90a": 232448}  # 227 KB usable per CTA on both
+TMEM_COLUMNS = 512  # sm_100a: 128 lanes x 512 columns of 32 bit per SM
+SM90_MAX_ACC_REGS = 128  # fp32 accumulator registers per consumer thread we allow
+SM_COUNT = {"sm_100a": 148, "sm_90a": 132}
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    problem: str  # "dual" | "group"
+    arch: str  # "sm_100a" | "sm_90a"
+    # Output tile of one MMA; with cta_group == 2 it is the CTA pair's tile (e.g. 256x128).
+    mma_tile_mn: tuple[int, int]
+    cta_group: int = 1  # 1 or 2 CTAs per MMA (2 only on sm_100a)
+    cluster_mn: tuple[int, int] = (1, 1)
+    ab_stages: int = 4  # shared-memory stages of k-blocks (A, B[, B2] and their scales)
+    acc_stages: int = 1  # accumulator buffers (TMEM on sm_100a), >1 overlaps the epilogue
+    epi_tile_mn: tuple[int, int] = (128, 32)  # subtile of C written per epilogue step
+    epi_stages: int = 2  # shared-memory C buffers in flight to TMA stores
+    occupancy: int = 1  # CTAs per SM
+    raster: str = "m"  # "m": consecutive tile indices walk M first; "n": N first
+    swap_ab: bool = False  # compute C^T = B A^T so the large N feeds the MMA's M side
+    mma_warpgroups: int = 2  # sm_90a: consumer warpgroups splitting the tile's M
+
+    @property
+    def gemms(self) -> int:
+        """GEMMs sharing one A tile: 2 for the dual problem, 1 for grouped."""
+        return 2 if self.problem == "dual" else 1
+
+    @property
+    def cta_tile_mn(self) -> tuple[int, int]:
+        return (self.mma_tile_mn[0] // self.cta_group, self.mma_tile_mn[1])
+
+    def short(self) -> str:
+        m, n = self.mma_tile_mn
+        s = f"{m}x{n} cg{self.cta_group} cl{self.cluster_mn[0]}x{self.cluster_mn[1]} ab{self.ab_stages} acc{self.acc_stages}"
+        if self.swap_ab:
+            s += " swapAB"
+        if self.arch == "sm_90a":
+            s += f" wg{self.mma_warpgroups}"
+        return s
+
+
+def ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def round_up(a: int, b: int) -> int:
+    return ceil_div(a, b) * b
+
+
+# ----------------------------------------------------------------------------------------
+# Resource models.  Each kernel asserts at trace time that what it really allocates matches
+# these, so a drift between model and kernel fails the compile tests.
+# ----------------------------------------------------------------------------------------
+
+
+def sm100_tmem_columns(cfg: KernelConfig) -> int:
+    """TMEM columns used: fp32 accumulators for every GEMM and stage, plus the scale factors
+    (SFA for the CTA's rows, SFB for each GEMM's N tile rounded up to 128), 4 columns per 32
+    rows per k-block of 4 MMA instructions."""
+    cta_m, n = cfg.cta_tile_mn
+    acc = cfg.gemms * n * cfg.acc_stages
+    sfa = (cta_m // 32) * 4
+    sfb = cfg.gemms * (round_up(n, 128) // 32) * 4
+    return acc + sfa + sfb
+
+
+def tmem_alloc_columns(used: int) -> int:
+    """The TMEM allocator hands out powers of two >= 32 columns."""
+    return max(32, 1 << math.ceil(math.log2(used)))
+
+
+def sm100_smem_bytes(cfg: KernelConfig) -> int:
+    cta_m, n = cfg.cta_tile_mn
+    kb = K_BLOCK // 2  # bytes of packed e2m1 per row per k-block
+    sf_per_row = K_BLOCK // SF_VEC  # one e4m3 byte per 16 elements
+    a = cta_m * kb
+    b = cfg.gemms * (n // cfg.cta_group) * kb
+    sfa = round_up(cta_m, 128) * sf_per_row
+    sfb = cfg.gemms * round_up(n, 128) * sf_per_row
+    stage = a + b + sfa + sfb
+    c = cfg.epi_stages * cfg.epi_tile_mn[0] * cfg.epi_tile_mn[1] * 2
+    barriers = 1024  # mbarriers, TMEM pointer, tile-info ring
+    return cfg.ab_stages * stage + c + barriers
+
+
+def sm90_smem_bytes(cfg: KernelConfig) -> int:
+    """Packed operands and scales per stage, plus one decoded fp16 k-block of every operand
+    (the wgmma reads fp16 tiles from shared memory), plus the C staging buffers."""
+    tm, tn = cfg.mma_tile_mn
+    rows = tm + cfg.gemms * tn  # A rows + rows of every B
+    packed = rows * (K_BLOCK // 2 + K_BLOCK // SF_VEC)
+    decoded = rows * 64 * 2 * 2  # two fp16 sub-blocks of 64 K-elements, double buffered
+    c = cfg.epi_stages * cfg.epi_tile_mn[0] * cfg.epi_tile_mn[1] * 2
+    return cfg.ab_stages * packed + decoded + c + 1024
+
+
+def sm90_acc_registers(cfg: KernelConfig) -> int:
+    """fp32 accumulator registers per consumer thread (128 threads per warpgroup)."""
+    tm, tn = cfg.mma_tile_mn
+    return cfg.gemms * (tm // cfg.mma_warpgroups) * tn // 128
+
+
+def smem_bytes(cfg: KernelConfig) -> int:
+    return sm100_smem_bytes(cfg) if cfg.arch == "sm_100a" else sm90_smem_bytes(cfg)
+
+
+# ----------------------------------------------------------------------------------------
+# Validity
+# ----------------------------------------------------------------------------------------
+
+
+def check_config(cfg: KernelConfig) -> list[str]:
+    """Everything wrong with `cfg` on its architecture, independent of the problem shape."""
+    errs: list[str] = []
+    if cfg.arch not in ARCHS:
+        return [f"arch {cfg.arch!r} is not one of {ARCHS}"]
+    if cfg.problem not in PROBLEMS:
+        return [f"problem {cfg.problem!r} is not one of {PROBLEMS}"]
+    tm, tn = cfg.mma_tile_mn
+    if cfg.raster not in ("m", "n"):
+        errs.append(f"raster {cfg.raster!r} must be 'm' or 'n'")
+    if min(cfg.ab_stages, cfg.acc_stages, cfg.epi_stages, cfg.occupancy) < 1:
+        errs.append("stage counts and occupancy must be >= 1")
+    if cfg.arch == "sm_100a":
+        if cfg.cta_group not in (1, 2):
+            errs.append(f"cta_group {cfg.cta_group} must be 1 or 2")
+        if tm != 128 * cfg.cta_group:
+            errs.append(f"MMA tile M {tm} must be 128 x cta_group ({128 * cfg.cta_group})")
+        if tn % 64 or not 64 <= tn <= 256:
+            errs.append(f"MMA tile N {tn} must be a multiple of 64 in [64, 256]")
+        if cfg.cluster_mn[0] % cfg.cta_group:
+            errs.append(f"cluster M {cfg.cluster_mn[0]} must be a multiple of cta_group {cfg.cta_group}")
+        if cfg.cluster_mn[0] * cfg.cluster_mn[1] > 16:
+            errs.append("cluster larger than 16 CTAs")
+        used = sm100_tmem_columns(cfg)
+        if used * cfg.occupancy > TMEM_COLUMNS:
+            errs.append(f"TMEM: {used} columns x occupancy {cfg.occupancy} > {TMEM_COLUMNS}")
+    else:
+        if cfg.cta_group != 1:
+            errs.append("sm_90a has no 2-CTA MMA: cta_group must be 1")
+        if tm % (64 * cfg.mma_warpgroups):
+            errs.append(f"tile M {tm} must be a multiple of 64 x mma_warpgroups ({cfg.mma_warpgroups})")
+        if tn % 8 or not 8 <= tn <= 256:
+            errs.append(f"tile N {tn} must be a multiple of 8 in [8, 256] (wgmma N)")
+        regs = sm90_acc_registers(cfg)
+        if regs > SM90_MAX_ACC_REGS:
+            errs.append(f"accumulators need {regs} registers per thread > {SM90_MAX_ACC_REGS}")
+    em, en = cfg.epi_tile_mn
+    if cfg.cta_tile_mn[0] % em or tn % en:
+        errs.append(f"epilogue tile {cfg.epi_tile_mn} must divide the CTA tile {cfg.cta_tile_mn}")
+    smem = smem_bytes(cfg) * cfg.occupancy
+    if smem > SMEM_LIMIT[cfg.arch]:
+        errs.append(f"shared memory {smem} B > {SMEM_LIMIT[cfg.arch]} B")
+    return errs
+
+
+def check_shape(problem: str, shape) -> list[str]:
+    """Shape constraints the kernels rely on (both architectures)."""
+    errs = []
+    if problem == "dual":
+        m, n, k, l = shape
+        if m % 128:
+            errs.append(f"M={m} must be a multiple of 128")
+        if n % 64:
+            errs.append(f"N={n} must be a multiple of 64")
+        if k % K_BLOCK:
+            errs.append(f"K={k} must be a multiple of {K_BLOCK}")
+        if l < 1:
+            errs.append(f"L={l} must be >= 1")
+    else:
+        if not 1 <= len(shape) <= 16:
+            errs.append(f"{len(shape)} groups: 1 to 16 supported")
+        for g, (m, n, k) in enumerate(shape):
+            if m < 1:
+                errs.append(f"group {g}: M={m} must be >= 1")
+            if n % 64:
+                errs.append(f"group {g}: N={n} must be a multiple of 64")
+            if k % K_BLOCK:
+                errs.append(f"group {g}: K={k} must be a multiple of {K_BLOCK}")
+    return errs
+
+
+def fits(cfg: KernelConfig, shape) -> bool:
+    """Whether the config's tiles divide the shape where the kernel needs them to."""
+    tm, tn = cfg.mma_tile_mn
+    if cfg.problem == "dual":
+        m, n, _, _ = shape
+        return m % tm == 0 and n % tn == 0
+    # grouped: M is ragged (bounded loads/stores); N must be whole tiles
+    if cfg.swap_ab:
+        return all(n % tm == 0 for _, n, _ in shape)
+    return all(n % tn == 0 for _, n, _ in shape)
+
+
+# ----------------------------------------------------------------------------------------
+# Defaults by rule, and the per-case map
+# ----------------------------------------------------------------------------------------
+
+
+def _fill_stages(cfg: KernelConfig, cap: int) -> KernelConfig:
+    """The most AB stages (up to `cap`, enough to hide TMA latency) that fit shared memory."""
+    best = replace(cfg, ab_stages=1)
+    for s in range(1, cap + 1):
+        c = replace(cfg, ab_stages=s)
+        if smem_bytes(c) * c.occupancy <= SMEM_LIMIT[c.arch]:
+            best = c
+    return best
+
+
+def _sm100_acc_stages(cfg: KernelConfig) -> KernelConfig:
+    """Two accumulator buffers (epilogue overlaps the next mainloop) when TMEM allows."""
+    two = replace(cfg, acc_stages=2)
+    return two if sm100_tmem_columns(two) <= TMEM_COLUMNS else replace(cfg, acc_stages=1)
+
+
+def default_config(problem: str, arch: str, shape) -> KernelConfig:
+    if arch == "sm_100a":
+        if problem == "dual":
+            m, n, _, _ = shape
+            # 2-CTA MMA when M allows: each CTA loads half of every B tile.
+            cg = 2 if m % 256 == 0 else 1
+            tn = 128 if n % 128 == 0 else 64
+            cfg = KernelConfig(problem, arch, (128 * cg, tn), cta_group=cg, cluster_mn=(cg, 1),
+                               epi_tile_mn=(128, 32))
+            cfg = _sm100_acc_stages(cfg)
+            if cfg.acc_stages == 1 and tn == 128:
+                # The dual GEMM's two 128-column accumulators leave no room for a second
+                # buffer: halve N so the epilogue overlaps the next tile's mainloop.
+                cfg = _sm100_acc_stages(replace(cfg, mma_tile_mn=(128 * cg, 64)))
+            return _fill_stages(cfg, cap=6)
+        cfg = KernelConfig(problem, arch, (128, 128), epi_tile_mn=(128, 32))
+        return _fill_stages(_sm100_acc_stages(cfg), cap=6)
+    # sm_90a
+    if problem == "dual":
+        m, n, _, _ = shape
+        tn = 128 if n % 128 == 0 else 64
+        cfg = KernelConfig(problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(64, 32))
+        return _fill_stages(cfg, cap=4)
+    cfg = KernelConfig(problem, arch, (128, 128), mma_warpgroups=2, epi_tile_mn=(64, 32))
+    return _fill_stages(cfg, cap=4)
+
+
+def shape_key(problem: str, shape):
+    if problem == "dual":
+        return tuple(int(x) for x in shape)
+    return tuple((int(m), int(n), int(k)) for m, n, k in shape)
+
+
+# The leaderboard benchmark cases.
+DUAL_BENCHMARKS = [(256, 4096, 7168, 1), (512, 4096, 7168, 1), (256, 3072, 4096, 1), (512, 3072, 7168, 1)]
+GROUP_BENCHMARKS = [
+    tuple(zip([80, 176, 128, 72, 64, 248, 96, 160], [4096] * 8, [7168] * 8)),
+    tuple(zip([40, 76, 168, 72, 164, 148, 196, 160], [7168] * 8, [2048] * 8)),
+    tuple(zip([192, 320], [3072] * 2, [4096] * 2)),
+    tuple(zip([128, 384], [4096] * 2, [1536] * 2)),
+]
+# The leaderboard test cases (correctness shapes).
+DUAL_TESTS = [(1536, 512, 7168, 1), (256, 512, 256, 1), (3072, 1024, 1536, 1), (7168, 1024, 256, 1),
+              (7168, 2304, 2048, 1), (4608, 384, 7168, 1), (7168, 384, 2304, 1), (512, 768, 7168, 1),
+              (4096, 768, 512, 1)]
+GROUP_TESTS = [tuple(zip(m, n, k)) for m, n, k in [
+    ([96, 128], [128, 256], [256, 512]),
+    ([256, 72], [512, 384], [256, 256]),
+    ([128, 128], [128, 256], [512, 256]),
+    ([80, 128, 256], [384, 256, 128], [256, 512, 256]),
+    ([64, 72, 96], [128, 384, 512], [512, 512, 256]),
+    ([64, 256, 128], [768, 128, 256], [512, 256, 512]),
+    ([128, 128, 64], [256, 512, 512], [768, 256, 768]),
+    ([128] * 4, [128] * 4, [512, 256, 512, 256]),
+    ([40, 56, 384, 512], [512, 384, 256, 128], [256] * 4),
+    ([512, 384, 256, 128], [256] * 4, [512, 768, 512, 768]),
+]]
+
+_D = {s: i for i, s in enumerate(DUAL_BENCHMARKS)}
+_G = {s: i for i, s in enumerate(GROUP_BENCHMARKS)}
+
+# One entry per (arch, problem, benchmark case).  Each line says why it departs from
+# `default_config` (or that it does not).
+CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
+    # --- sm_100a dual --------------------------------------------------------------------
+    # M=256: one 2-CTA pair covers all of M, so B1/B2 (the bulk of the bytes) are read once;
+    # N=64 keeps two TMEM accumulator stages and gives 64 clusters (128 CTAs) on 148 SMs.
+    ("sm_100a", "dual", DUAL_BENCHMARKS[0]): default_config("dual", "sm_100a", DUAL_BENCHMARKS[0]),
+    # M=512: 2 M-pairs x 64 N-tiles = 128 clusters would be 1.7 waves; N=128 tiles give
+    # 64 clusters (one wave) at the price of a single accumulator stage.
+    ("sm_100a", "dual", DUAL_BENCHMARKS[1]): _fill_stages(KernelConfig(
+        "dual", "sm_100a", (256, 128), cta_group=2, cluster_mn=(2, 1), acc_stages=1), cap=6),
+    # 256x3072x4096: same reasoning as the first case (default).
+    ("sm_100a", "dual", DUAL_BENCHMARKS[2]): default_config("dual", "sm_100a", DUAL_BENCHMARKS[2]),
+    # 512x3072: 2 x 24 = 48 clusters of 256x128 (one partial wave) beats 96 of 256x64 (1.3 waves).
+    ("sm_100a", "dual", DUAL_BENCHMARKS[3]): _fill_stages(KernelConfig(
+        "dual", "sm_100a", (256, 128), cta_group=2, cluster_mn=(2, 1), acc_stages=1), cap=6),
+    # --- sm_100a grouped (default rule: 128x128, 1-CTA; ragged M handled by bounds) -----
+    **{("sm_100a", "group", s): default_config("group", "sm_100a", s) for s in GROUP_BENCHMARKS},
+    # --- sm_90a dual (default rule: 128x128, two consumer warpgroups) --------------------
+    **{("sm_90a", "dual", s): default_config("dual", "sm_90a", s) for s in DUAL_BENCHMARKS},
+    # --- sm_90a grouped (default rule) ----------------------------------------------------
+    **{("sm_90a", "group", s): default_config("group", "sm_90a", s) for s in GROUP_BENCHMARKS},
+}
+
+
+def select_config(problem: str, arch: str, shape) -> KernelConfig:
+    """The config for this shape: the CONFIG_MAP entry if there is one, else the rule."""
+    key = (arch, problem, shape_key(problem, shape))
+    cfg = CONFIG_MAP.get(key)
+    if cfg is None or not fits(cfg, key[2]):
+        cfg = default_config(problem, arch, key[2])
+    return cfg

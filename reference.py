@@ -1,0 +1,205 @@
+"""Portable reference for the leaderboard problems `nvfp4_dual_gemm` and `nvfp4_group_gemm`.
+
+Inputs are exactly the leaderboard's tuples (dtypes, shapes, strides), produced by the same
+sequence of torch calls, so on a CUDA device `generate_input(..., seed)` gives the same data
+as the leaderboard's generator.  The reference decodes e2m1 and e4m3 and computes in fp32
+(no `torch._scaled_mm`, which needs Blackwell), so it runs on CPU and on any CUDA GPU: the
+device follows the inputs.
+
+  generate_input(m, n, k, l, seed)            dual:    (a, b1, b2, sfa, sfb1, sfb2,
+                                                        sfa_perm, sfb1_perm, sfb2_perm, c)
+  generate_input(ms, ns, ks, g, seed)         grouped: (abc, sfasfb, sfasfb_perm, sizes)
+  ref_kernel(data)                            dual: fp16 (m, n, l); grouped: list of those
+  check_implementation(data, output)          (ok, message); rtol = atol = 1e-3
+"""
+
+from __future__ import annotations
+
+import torch
+
+from nvfp4gemm.formats import (E4M3_NAN, FP4, FP8, SF_VEC, ceil_div, decode_mn_k, decode_scales,
+                               permuted_index, permuted_shape)
+
+RTOL = ATOL = 1e-3
+
+
+def _default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+# ------------------------------------------------------------------------------- inputs
+
+
+def _fp4_operand(l: int, mn: int, k: int, device) -> torch.Tensor:
+    """(mn, k/2, l) float4_e2m1fn_x2, a permuted view of contiguous (l, mn, k/2) bytes.
+    Like the leaderboard, each nibble keeps only its sign and 2 low bits: values
+    {0, +-0.5, +-1, +-1.5}."""
+    raw = torch.randint(255, size=(l, mn, k // 2), dtype=torch.uint8, device=device)
+    raw = raw & 0b1011_1011
+    return raw.permute(1, 2, 0).view(FP4)
+
+
+def _permute_scales(sf_plain: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
+    """Scatter plain scales (mn, sf_k, l) into the permuted layout whose backing
+    (l, rm, rk, 32, 4, 4) tensor is `fill` (its padding stays as `fill` has it)."""
+    mn, sf_k, l = sf_plain.shape
+    out = fill.permute(3, 4, 1, 5, 2, 0)
+    r, j, b = torch.meshgrid(torch.arange(mn, device=fill.device), torch.arange(sf_k, device=fill.device),
+                             torch.arange(l, device=fill.device), indexing="ij")
+    i0, i1, i2, i3, i4 = permuted_index(r, j)
+    out[i0, i1, i2, i3, i4, b] = sf_plain.to(fill.device)
+    return out
+
+
+def _padding_fill(l, mn, sf_k, device, poison: bool, init) -> torch.Tensor:
+    shape = (l, ceil_div(mn, 128), ceil_div(sf_k, 4), 32, 4, 4)
+    if poison:  # NaN scales in the padding: any read of them shows up as NaN in C
+        return torch.full(shape, E4M3_NAN, dtype=torch.uint8, device=device).view(FP8)
+    return init(shape)
+
+
+def generate_dual_input(m: int, n: int, k: int, l: int, seed: int, device=None, poison_padding=False):
+    """The leaderboard's dual-GEMM input.  Scales drawn from [0, 1) (as fp32, then e4m3).
+    `poison_padding` fills the permuted scales' padding with e4m3 NaN instead of garbage."""
+    device = device or _default_device()
+    torch.manual_seed(seed)
+    a = _fp4_operand(l, m, k, device)
+    b1 = _fp4_operand(l, n, k, device)
+    b2 = _fp4_operand(l, n, k, device)
+    c = torch.randn((l, m, n), dtype=torch.float16, device=device).permute(1, 2, 0)
+    sf_k = ceil_div(k, SF_VEC)
+
+    def scales(mn):
+        plain = torch.rand((l, mn, sf_k), dtype=torch.float32, device=device).to(FP8).permute(1, 2, 0)
+        fill = _padding_fill(l, mn, sf_k, device, poison_padding,
+                             lambda s: torch.empty(s, dtype=torch.int8, device=device).to(FP8))
+        return plain, _permute_scales(plain, fill)
+
+    sfa, sfa_p = scales(m)
+    sfb1, sfb1_p = scales(n)
+    sfb2, sfb2_p = scales(n)
+    return (a, b1, b2, sfa, sfb1, sfb2, sfa_p, sfb1_p, sfb2_p, c)
+
+
+def generate_group_input(ms, ns, ks, g: int, seed: int, device=None, poison_padding=False,
+                         scales_on_cpu=True):
+    """The leaderboard's grouped input: per group (a, b, c), plain scales (on the CPU, as
+    the leaderboard leaves them, unless `scales_on_cpu=False`), permuted scales, (m, n, k, 1).
+    Scales drawn from {1, 2}."""
+    device = device or _default_device()
+    torch.manual_seed(seed)
+    l = 1
+    abc, sfs, sfs_p, sizes = [], [], [], []
+    for gi in range(g):
+        m, n, k = ms[gi], ns[gi], ks[gi]
+        a = _fp4_operand(l, m, k, device)
+        b = _fp4_operand(l, n, k, device)
+        c = torch.randn((l, m, n), dtype=torch.float16, device=device).permute(1, 2, 0)
+        sf_k = ceil_div(k, SF_VEC)
+        sfa = torch.randint(1, 3, (l, m, sf_k), dtype=torch.int8).to(FP8).permute(1, 2, 0)
+        sfb = torch.randint(1, 3, (l, n, sf_k), dtype=torch.int8).to(FP8).permute(1, 2, 0)
+
+        def permuted(sf, mn):
+            fill = _padding_fill(l, mn, sf_k, device, poison_padding,
+                                 lambda s: torch.randint(1, 3, s, dtype=torch.int8, device=device).to(FP8))
+            return _permute_scales(sf, fill)
+
+        sfa_p, sfb_p = permuted(sfa, m), permuted(sfb, n)
+        if not scales_on_cpu:
+            sfa, sfb = sfa.to(device), sfb.to(device)
+        abc.append((a, b, c))
+        sfs.append((sfa, sfb))
+        sfs_p.append((sfa_p, sfb_p))
+        sizes.append((m, n, k, l))
+    return (abc, sfs, sfs_p, sizes)
+
+
+def generate_input(m, n, k, l_or_g, seed, **kw):
+    """Leaderboard entry point for either problem: lists of m, n, k mean grouped."""
+    if isinstance(m, (list, tuple)):
+        return generate_group_input(m, n, k, l_or_g, seed, **kw)
+    return generate_dual_input(m, n, k, l_or_g, seed, **kw)
+
+
+# ---------------------------------------------------------------------------- reference
+
+
+def is_dual(data) -> bool:
+    return len(data) == 10
+
+
+def _dequant(x: torch.Tensor, sf: torch.Tensor) -> torch.Tensor:
+    """(mn, k/2, l) fp4 and (mn, k/16, l) e4m3 -> (l, mn, k) float32 on x's device."""
+    return decode_mn_k(x) * decode_scales(sf.to(x.device))
+
+
+def _matmul_f32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(l, m, k) @ (l, n, k)^T in true fp32 (never TF32)."""
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        return torch.bmm(a, b.transpose(1, 2))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+
+
+@torch.no_grad()
+def ref_dual(data) -> torch.Tensor:
+    a, b1, b2, sfa, sfb1, sfb2, _, _, _, c = data
+    fa = _dequant(a, sfa)
+    x1 = _matmul_f32(fa, _dequant(b1, sfb1))
+    x2 = _matmul_f32(fa, _dequant(b2, sfb2))
+    out = torch.nn.functional.silu(x1) * x2  # fp32
+    return out.to(torch.float16).permute(1, 2, 0)  # (m, n, l)
+
+
+@torch.no_grad()
+def ref_group(data) -> list[torch.Tensor]:
+    abc, sfs, _, sizes = data
+    outs = []
+    for (a, b, _c), (sfa, sfb), _ in zip(abc, sfs, sizes):
+        outs.append(_matmul_f32(_dequant(a, sfa), _dequant(b, sfb)).to(torch.float16).permute(1, 2, 0))
+    return outs
+
+
+def ref_kernel(data):
+    return ref_dual(data) if is_dual(data) else ref_group(data)
+
+
+# -------------------------------------------------------------------------------- check
+
+
+def compare(received: torch.Tensor, expected: torch.Tensor, rtol=RTOL, atol=ATOL, max_print=5) -> list[str]:
+    """Mismatch descriptions (empty when all close).  NaN or inf in `received` never passes."""
+    if tuple(received.shape) != tuple(expected.shape):
+        return [f"shape mismatch: got {tuple(received.shape)}, expected {tuple(expected.shape)}"]
+    if received.dtype != expected.dtype:
+        return [f"dtype mismatch: got {received.dtype}, expected {expected.dtype}"]
+    r = received.detach().to("cpu", torch.float32)
+    e = expected.detach().to("cpu", torch.float32)
+    bad = ~torch.isfinite(r) | ((r - e).abs() > atol + rtol * e.abs())
+    n_bad = int(bad.sum())
+    if n_bad == 0:
+        return []
+    msgs = [f"{n_bad} of {bad.numel()} elements mismatch (rtol={rtol}, atol={atol})"]
+    for idx in torch.nonzero(bad)[:max_print]:
+        i = tuple(idx.tolist())
+        msgs.append(f"at {i}: got {r[i].item()}, expected {e[i].item()}")
+    return msgs
+
+
+def check_implementation(data, output) -> tuple[bool, str]:
+    expected = ref_kernel(data)
+    if is_dual(data):
+        if not isinstance(output, torch.Tensor):
+            return False, f"output must be a tensor, got {type(output).__name__}"
+        errs = compare(output, expected)
+        return (not errs), "; ".join(errs)
+    if not isinstance(output, (list, tuple)) or len(output) != len(expected):
+        n = len(output) if isinstance(output, (list, tuple)) else type(output).__name__
+        return False, f"output must be a list of {len(expected)} tensors, got {n}"
+    for gi, (o, e) in enumerate(zip(output, expected)):
+        errs = compare(o, e)
+        if errs:
+            return False, f"group {gi}: " + "; ".join(errs)
+    return True, ""
