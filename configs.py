@@ -258,7 +258,8 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
                 # buffer: halve N so the epilogue overlaps the next tile's mainloop.
                 cfg = _sm100_acc_stages(replace(cfg, mma_tile_mn=(128 * cg, 64)))
             return _fill_stages(cfg, cap=6)
-        cfg = KernelConfig(problem, arch, (128, 128), epi_tile_mn=(128, 32))
+        tn = 128 if all(n % 128 == 0 for _, n, _ in shape) else 64
+        cfg = KernelConfig(problem, arch, (128, tn), epi_tile_mn=(128, 32))
         return _fill_stages(_sm100_acc_stages(cfg), cap=6)
     # sm_90a
     if problem == "dual":
@@ -266,7 +267,8 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         tn = 128 if n % 128 == 0 else 64
         cfg = KernelConfig(problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(64, 32))
         return _fill_stages(cfg, cap=4)
-    cfg = KernelConfig(problem, arch, (128, 128), mma_warpgroups=2, epi_tile_mn=(64, 32))
+    tn = 128 if all(n % 128 == 0 for _, n, _ in shape) else 64
+    cfg = KernelConfig(problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(64, 32))
     return _fill_stages(cfg, cap=4)
 
 

@@ -10,7 +10,8 @@ Kernel modules follow one contract:
   class <Kernel>(config)             @cute.jit __call__ builds TMA atoms and launches
   compile_args(config, *shape)       fake arguments for cute.compile (dual: m, n, k, l)
   compile_args(config, shapes)       (grouped: tuple of per-group (m, n, k))
-  runtime_args(data, config, stream) the same tuple built from real tensors
+  runtime_args(data, config, stream) the same tuple built from real tensors (stream: a
+                                     cuda.bindings.driver.CUstream from the dispatcher)
   shared_storage_bytes(config)       optional: the shared memory the kernel allocates
 """
 

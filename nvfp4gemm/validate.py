@@ -1,0 +1,135 @@
+"""Input validation for `custom_kernel`: every constraint the kernels rely on, checked on the
+host before anything is launched or written.  Each error names the broken constraint."""
+
+from __future__ import annotations
+
+import torch
+
+from configs import K_BLOCK, check_shape
+from nvfp4gemm.formats import FP4, FP8, SF_VEC, permuted_shape
+
+
+class InputError(ValueError):
+    """Bad input to custom_kernel; raised before any output is written."""
+
+
+def _need(cond: bool, msg: str) -> None:
+    if not cond:
+        raise InputError(msg)
+
+
+def _check_operand(name: str, x, mn: int, k: int, l: int) -> None:
+    _need(isinstance(x, torch.Tensor), f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    _need(x.dtype == FP4, f"{name} must have dtype torch.float4_e2m1fn_x2 (packed NVFP4), got {x.dtype}")
+    _need(tuple(x.shape) == (mn, k // 2, l), f"{name} must have shape {(mn, k // 2, l)} (mn, K/2, L), got {tuple(x.shape)}")
+    _need(x.stride(1) == 1 and x.stride(0) == k // 2,
+          f"{name} must be K-major with strides ({k // 2}, 1, ...), got {x.stride()}")
+    _need(l == 1 or x.stride(2) == mn * k // 2, f"{name}: batches must be contiguous (stride(2) == {mn * k // 2}), got {x.stride()}")
+
+
+def _check_scales(name: str, sf, mn: int, k: int, l: int) -> None:
+    _need(isinstance(sf, torch.Tensor), f"{name} must be a torch.Tensor")
+    _need(sf.dtype == FP8, f"{name} must have dtype torch.float8_e4m3fn, got {sf.dtype}")
+    _need(tuple(sf.shape) == (mn, k // SF_VEC, l), f"{name} must have shape {(mn, k // SF_VEC, l)} (mn, K/16, L), got {tuple(sf.shape)}")
+
+
+def _check_permuted(name: str, sfp, mn: int, k: int, l: int) -> None:
+    want = permuted_shape(mn, k // SF_VEC, l)
+    _need(isinstance(sfp, torch.Tensor), f"{name} must be a torch.Tensor")
+    _need(sfp.dtype == FP8, f"{name} must have dtype torch.float8_e4m3fn, got {sfp.dtype}")
+    _need(tuple(sfp.shape) == want, f"{name} must have the permuted shape {want} (32, 4, ceil(mn/128), 4, ceil(K/64), L), got {tuple(sfp.shape)}")
+    rm, rk = want[2], want[4]
+    strides = (16, 4, rk * 512, 1, 512, rm * rk * 512)
+    _need(sfp.stride() == strides, f"{name} must be the permutation (3,4,1,5,2,0) of a contiguous (L, rm, rk, 32, 4, 4) tensor, strides {strides}; got {sfp.stride()}")
+
+
+def _check_output(name: str, c, m: int, n: int, l: int) -> None:
+    _need(isinstance(c, torch.Tensor), f"{name} must be a torch.Tensor")
+    _need(c.dtype == torch.float16, f"{name} must have dtype torch.float16, got {c.dtype}")
+    _need(tuple(c.shape) == (m, n, l), f"{name} must have shape {(m, n, l)} (M, N, L), got {tuple(c.shape)}")
+    _need(c.stride(1) == 1 and c.stride(0) == n and (l == 1 or c.stride(2) == m * n),
+          f"{name} must be row-major per batch with strides ({n}, 1, {m * n}), got {c.stride()}")
+
+
+def _check_aligned(tensors) -> None:
+    for name, t in tensors:
+        _need(t.data_ptr() % 16 == 0, f"{name} must be 16-byte aligned (TMA), data_ptr % 16 = {t.data_ptr() % 16}")
+
+
+def validate_dual(data):
+    """Checks the 10-tuple; returns the shape (m, n, k, l)."""
+    _need(isinstance(data, (tuple, list)) and len(data) == 10,
+          "dual input must be the 10-tuple (a, b1, b2, sfa, sfb1, sfb2, sfa_perm, sfb1_perm, sfb2_perm, c)")
+    a, b1, b2, sfa, sfb1, sfb2, sfa_p, sfb1_p, sfb2_p, c = data
+    _need(isinstance(a, torch.Tensor) and a.dim() == 3, "a must be a 3-D tensor (M, K/2, L)")
+    _need(isinstance(c, torch.Tensor) and c.dim() == 3, "c must be a 3-D tensor (M, N, L)")
+    m, kh, l = a.shape
+    n = c.shape[1]
+    k = 2 * kh
+    for err in check_shape("dual", (m, n, k, l)):
+        raise InputError(err)
+    _check_operand("a", a, m, k, l)
+    _check_operand("b1", b1, n, k, l)
+    _check_operand("b2", b2, n, k, l)
+    _check_scales("sfa", sfa, m, k, l)
+    _check_scales("sfb1", sfb1, n, k, l)
+    _check_scales("sfb2", sfb2, n, k, l)
+    _check_permuted("sfa_perm", sfa_p, m, k, l)
+    _check_permuted("sfb1_perm", sfb1_p, n, k, l)
+    _check_permuted("sfb2_perm", sfb2_p, n, k, l)
+    _check_output("c", c, m, n, l)
+    used = [("a", a), ("b1", b1), ("b2", b2), ("sfa", sfa), ("sfb1", sfb1), ("sfb2", sfb2),
+            ("sfa_perm", sfa_p), ("sfb1_perm", sfb1_p), ("sfb2_perm", sfb2_p), ("c", c)]
+    return (m, n, k, l), used
+
+
+def validate_group(data):
+    """Checks the grouped 4-tuple; returns the shape as per-group (m, n, k)."""
+    _need(isinstance(data, (tuple, list)) and len(data) == 4,
+          "grouped input must be the 4-tuple (abc, sfasfb, sfasfb_perm, problem_sizes)")
+    abc, sfs, sfs_p, sizes = data
+    g = len(sizes)
+    _need(len(abc) == g and len(sfs) == g and len(sfs_p) == g,
+          f"abc, sfasfb, sfasfb_perm and problem_sizes must have one entry per group; got {len(abc)}, {len(sfs)}, {len(sfs_p)}, {g}")
+    shape = []
+    used = []
+    for gi, ((a, b, c), (sfa, sfb), (sfa_p, sfb_p), size) in enumerate(zip(abc, sfs, sfs_p, sizes)):
+        _need(len(size) == 4, f"problem_sizes[{gi}] must be (M, N, K, L), got {size}")
+        m, n, k, l = (int(x) for x in size)
+        _need(l == 1, f"group {gi}: L={l}; grouped problems need L == 1")
+        shape.append((m, n, k))
+        pre = f"group {gi}: "
+        _check_operand(pre + "a", a, m, k, l)
+        _check_operand(pre + "b", b, n, k, l)
+        _check_scales(pre + "sfa", sfa, m, k, l)
+        _check_scales(pre + "sfb", sfb, n, k, l)
+        _check_permuted(pre + "sfa_perm", sfa_p, m, k, l)
+        _check_permuted(pre + "sfb_perm", sfb_p, n, k, l)
+        _check_output(pre + "c", c, m, n, l)
+        used += [(pre + "a", a), (pre + "b", b), (pre + "sfa_perm", sfa_p), (pre + "sfb_perm", sfb_p), (pre + "c", c)]
+    for err in check_shape("group", shape):
+        raise InputError(err)
+    return tuple(shape), used
+
+
+def validate_device(used) -> torch.device:
+    """All tensors the kernel reads or writes on one CUDA device, 16-byte aligned."""
+    dev = used[0][1].device
+    for name, t in used:
+        _need(t.device.type == "cuda", f"{name} is on {t.device}: the kernels need CUDA tensors on an sm_100 (B200) or sm_90 (H100/H200) GPU")
+        _need(t.device == dev, f"{name} is on {t.device}, but {used[0][0]} is on {dev}: all tensors must share one GPU")
+    _check_aligned(used)
+    return dev
+
+
+def arch_of_capability(cap: tuple[int, int]) -> str:
+    """Our kernels' arch name for a compute capability, or InputError if unsupported."""
+    major, minor = cap
+    if major == 10:
+        return "sm_100a"
+    if (major, minor) == (9, 0):
+        return "sm_90a"
+    raise InputError(f"GPU sm_{major}{minor} is not supported: kernels exist for sm_100 (B200, tcgen05) and sm_90 (H100/H200, wgmma) only")
+
+
+__all__ = ["InputError", "validate_dual", "validate_group", "validate_device", "arch_of_capability", "K_BLOCK"]

@@ -1,0 +1,55 @@
+"""CONFIG_MAP and the rule-based defaults pass the per-architecture validity checks; the
+checks themselves catch what they claim to."""
+
+from dataclasses import replace
+
+import pytest
+
+import configs as C
+
+
+@pytest.mark.parametrize("key", sorted(C.CONFIG_MAP, key=repr), ids=lambda k: f"{k[0]}-{k[1]}-{hash(k[2]) % 10**6}")
+def test_config_map_entry_valid(key):
+    arch, problem, shape = key
+    cfg = C.CONFIG_MAP[key]
+    assert (cfg.arch, cfg.problem) == (arch, problem)
+    assert C.check_config(cfg) == []
+    assert C.fits(cfg, shape), f"{cfg.short()} does not tile {shape}"
+    assert C.check_shape(problem, shape) == []
+    assert C.select_config(problem, arch, shape) == cfg
+
+
+def test_every_benchmark_case_has_an_entry_per_arch():
+    for arch in C.ARCHS:
+        for s in C.DUAL_BENCHMARKS:
+            assert (arch, "dual", s) in C.CONFIG_MAP
+        for s in C.GROUP_BENCHMARKS:
+            assert (arch, "group", s) in C.CONFIG_MAP
+
+
+@pytest.mark.parametrize("arch", C.ARCHS)
+def test_defaults_cover_all_legal_shapes(arch):
+    shapes = list(C.DUAL_TESTS) + [(128, 64, 256, 1), (384, 192, 768, 3), (640, 320, 2560, 2)]
+    for s in shapes:
+        cfg = C.select_config("dual", arch, s)
+        assert C.check_config(cfg) == [] and C.fits(cfg, s), (s, cfg)
+    for s in list(C.GROUP_TESTS) + [((1, 64, 256),), tuple((m, 192, 512) for m in range(1, 17))]:
+        cfg = C.select_config("group", arch, s)
+        assert C.check_config(cfg) == [] and C.fits(cfg, s), (s, cfg)
+
+
+def test_checks_catch_bad_configs():
+    base = C.CONFIG_MAP[("sm_100a", "dual", C.DUAL_BENCHMARKS[0])]
+    assert any("TMEM" in e for e in C.check_config(replace(base, mma_tile_mn=(256, 256), acc_stages=2)))
+    assert any("shared memory" in e for e in C.check_config(replace(base, ab_stages=12)))
+    assert any("128 x cta_group" in e for e in C.check_config(replace(base, mma_tile_mn=(128, 64))))
+    h = C.CONFIG_MAP[("sm_90a", "dual", C.DUAL_BENCHMARKS[0])]
+    assert any("registers" in e for e in C.check_config(replace(h, mma_tile_mn=(128, 256))))
+    assert any("cta_group" in e for e in C.check_config(replace(h, cta_group=2)))
+    assert C.check_shape("dual", (256, 512, 384, 1)) == ["K=384 must be a multiple of 256"]
+    assert C.check_shape("dual", (200, 512, 256, 1)) == ["M=200 must be a multiple of 128"]
+    assert C.check_shape("group", [(40, 100, 256)]) == ["group 0: N=100 must be a multiple of 64"]
+
+
+def test_tmem_alloc_is_power_of_two():
+    assert [C.tmem_alloc_columns(x) for x in (1, 32, 33, 304, 512)] == [32, 32, 64, 512, 512]

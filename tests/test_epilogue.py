@@ -1,0 +1,47 @@
+"""The fast exp2-based SiLU the kernels use keeps outputs within 1e-3 of the exact value
+over the range the benchmark inputs produce (CPU, fp32 emulation of the exact formula with
+the approximate instructions' worst-case errors)."""
+
+import os
+
+import pytest
+import torch
+
+import reference as R
+from nvfp4gemm.epilogue import EX2_REL_ERR, RCP_REL_ERR, silu_mul_emulated
+
+
+def accumulator_range():
+    """|x| bound of the dual GEMM accumulators on benchmark-like data (K = 7168, scales in
+    [0, 1), values in {0, +-0.5, +-1, +-1.5}), measured on a 128 x 128 slice, times 2."""
+    d = R.generate_input(128, 128, 7168, 1, 1234, device="cpu")
+    fa = R._dequant(d[0], d[3])
+    x1 = R._matmul_f32(fa, R._dequant(d[1], d[4]))
+    return float(x1.abs().max()) * 2
+
+
+def test_fast_silu_error_bound():
+    r = accumulator_range()
+    assert r > 10  # the benchmark data do reach the saturating range of silu
+    x1 = torch.linspace(-r, r, 20001, dtype=torch.float32)
+    x2 = torch.linspace(-r, r, 101, dtype=torch.float32)
+    x1, x2 = torch.meshgrid(x1, x2, indexing="ij")
+    exact = (torch.nn.functional.silu(x1.double()) * x2.double()).to(torch.float16).float()
+    worst = 0.0
+    for ex2_err in (-EX2_REL_ERR, 0.0, EX2_REL_ERR):
+        for rcp_err in (-RCP_REL_ERR, 0.0, RCP_REL_ERR):
+            got = silu_mul_emulated(x1, x2, ex2_err, rcp_err).to(torch.float16).float()
+            assert torch.isfinite(got).all()
+            rel = ((got - exact).abs() / (1e-3 + 1e-3 * exact.abs())).max().item()
+            worst = max(worst, rel)
+    # fraction of the 1e-3 tolerance used; one fp16 rounding step is allowed for
+    assert worst <= 1.0, worst
+    if os.environ.get("PRINT_BOUNDS"):
+        print(f"range +-{r:.1f}: worst error {worst:.3f} of the tolerance")
+
+
+def test_silu_limits():
+    x1 = torch.tensor([-1e4, -200.0, 0.0, 200.0], dtype=torch.float32)
+    got = silu_mul_emulated(x1, torch.ones(4))
+    assert got.tolist()[:3] == [0.0, 0.0, 0.0] or abs(got[1].item()) < 1e-30
+    assert got[3].item() == 200.0

@@ -1,0 +1,114 @@
+"""The portable reference: leaderboard formats, float64 brute force, check_implementation."""
+
+import math
+
+import pytest
+import torch
+
+import reference as R
+from nvfp4gemm.formats import FP4, FP8, from_permuted
+
+
+def e4m3_by_bits(byte: int) -> float:
+    s, e, m = byte >> 7, (byte >> 3) & 0xF, byte & 7
+    if e == 0xF and m == 7:
+        return math.nan
+    mag = (m / 8) * 2.0**-6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+    return -mag if s else mag
+
+
+def e2m1_by_bits(code: int) -> float:
+    s, e, m = code >> 3, (code >> 1) & 3, code & 1
+    mag = 0.5 * m if e == 0 else 2.0 ** (e - 1) * (1 + 0.5 * m)
+    return -mag if s else mag
+
+
+def brute_dequant(x, sf):
+    """float64 (l, mn, k) from packed bytes and scale bytes by per-element bit decoding."""
+    xb = x.view(torch.uint8).permute(2, 0, 1)
+    sb = sf.view(torch.uint8).permute(2, 0, 1)
+    l, mn, kh = xb.shape
+    t2 = torch.tensor([e2m1_by_bits(c) for c in range(16)], dtype=torch.float64)
+    t8 = torch.tensor([e4m3_by_bits(c) for c in range(256)], dtype=torch.float64)
+    lo, hi = t2[(xb & 0xF).long()], t2[(xb >> 4).long()]
+    vals = torch.stack((lo, hi), -1).reshape(l, mn, 2 * kh)
+    return vals * t8[sb.long()].repeat_interleave(16, dim=-1)
+
+
+@pytest.mark.parametrize("m,n,k,l,seed", [(128, 64, 256, 1, 1), (256, 128, 512, 2, 7)])
+def test_dual_reference_matches_float64(m, n, k, l, seed):
+    d = R.generate_input(m, n, k, l, seed, device="cpu")
+    out = R.ref_kernel(d)
+    a = brute_dequant(d[0], d[3])
+    x1 = a @ brute_dequant(d[1], d[4]).transpose(1, 2)
+    x2 = a @ brute_dequant(d[2], d[5]).transpose(1, 2)
+    want = (x1 / (1 + torch.exp(-x1)) * x2).permute(1, 2, 0)
+    assert out.shape == (m, n, l) and out.dtype == torch.float16
+    # fp32 accumulation then one fp16 rounding: within half an fp16 ulp plus fp32 noise
+    err = (out.double() - want).abs()
+    assert (err <= want.abs() * 2.0**-11 + 1e-5).all(), err.max()
+    assert want.abs().max() > 1  # not a trivially small problem
+
+
+def test_group_reference_matches_float64():
+    d = R.generate_input([72, 128], [128, 64], [256, 512], 2, 3, device="cpu")
+    outs = R.ref_kernel(d)
+    for (a, b, _), (sfa, sfb), o in zip(d[0], d[1], outs):
+        want = (brute_dequant(a, sfa) @ brute_dequant(b, sfb).transpose(1, 2)).permute(1, 2, 0)
+        assert o.shape == want.shape
+        assert ((o.double() - want).abs() <= want.abs() * 2.0**-11 + 1e-5).all()
+
+
+def test_dual_input_formats():
+    m, n, k, l = 256, 192, 512, 2
+    d = R.generate_input(m, n, k, l, 5, device="cpu")
+    a, b1, b2, sfa, sfb1, sfb2, sfa_p, sfb1_p, sfb2_p, c = d
+    for x, mn in ((a, m), (b1, n), (b2, n)):
+        assert x.dtype == FP4 and x.shape == (mn, k // 2, l) and x.stride() == (k // 2, 1, mn * k // 2)
+    for s, mn in ((sfa, m), (sfb1, n), (sfb2, n)):
+        assert s.dtype == FP8 and s.shape == (mn, k // 16, l) and s.stride() == (k // 16, 1, mn * k // 16)
+        v = s.to(torch.float32)
+        assert (v >= 0).all() and (v <= 1).all() and v.std() > 0.1  # [0, 1) rounded to e4m3
+    for sp, s, mn in ((sfa_p, sfa, m), (sfb1_p, sfb1, n), (sfb2_p, sfb2, n)):
+        assert sp.shape == (32, 4, (mn + 127) // 128, 4, k // 64, l)
+        assert torch.equal(from_permuted(sp, mn, k // 16).view(torch.uint8), s.view(torch.uint8))
+    assert c.dtype == torch.float16 and c.shape == (m, n, l) and c.stride() == (n, 1, m * n)
+    assert c.abs().sum() > 0  # pre-filled with random values, not zeros
+    codes = a.view(torch.uint8)
+    assert ((codes & 0b0100_0100) == 0).all()  # the generator keeps sign + 2 low bits
+
+
+def test_group_input_formats():
+    d = R.generate_input([40, 200], [128, 256], [256, 512], 2, 9, device="cpu", poison_padding=True)
+    abc, sfs, sfs_p, sizes = d
+    assert sizes == [(40, 128, 256, 1), (200, 256, 512, 1)]
+    for (a, b, c), (sfa, sfb), (sfa_p, sfb_p), (m, n, k, l) in zip(abc, sfs, sfs_p, sizes):
+        assert a.shape == (m, k // 2, 1) and b.shape == (n, k // 2, 1) and c.shape == (m, n, 1)
+        assert set(sfa.to(torch.float32).unique().tolist()) <= {1.0, 2.0}
+        assert sfa.device.type == "cpu"  # like the leaderboard, plain scales stay on the CPU
+        assert torch.equal(from_permuted(sfa_p, m, k // 16).view(torch.uint8), sfa.view(torch.uint8))
+        # rows m..127 of the permuted SFA are padding: poisoned with e4m3 NaN
+        pad = sfa_p.view(torch.uint8)[:, :, -1, :, :, 0].permute(2, 3, 1, 0).reshape(-1, 128)[:, m % 128 or 128:]
+        assert (pad == 0x7F).all()
+
+
+def test_check_implementation_accepts_reference_and_rejects_errors():
+    d = R.generate_input(128, 64, 256, 1, 11, device="cpu")
+    good = R.ref_kernel(d)
+    assert R.check_implementation(d, good.clone()) == (True, "")
+    bad = good.clone()
+    bad[5, 7, 0] += max(0.01, 0.01 * abs(bad[5, 7, 0].item()))
+    ok, msg = R.check_implementation(d, bad)
+    assert not ok and "(5, 7, 0)" in msg and "1 of" in msg
+    nan = good.clone()
+    nan[0, 0, 0] = float("nan")
+    ok, msg = R.check_implementation(d, nan)
+    assert not ok and "(0, 0, 0)" in msg
+    ok, msg = R.check_implementation(d, good[:, :32])
+    assert not ok and "shape" in msg
+    g = R.generate_input([72], [64], [256], 1, 2, device="cpu")
+    outs = R.ref_kernel(g)
+    assert R.check_implementation(g, outs)[0]
+    assert not R.check_implementation(g, [])[0]
+    outs[0][71, 63, 0] = float("inf")
+    assert not R.check_implementation(g, outs)[0]

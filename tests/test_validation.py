@@ -1,0 +1,80 @@
+"""custom_kernel rejects bad input with an error naming the constraint, before anything is
+written (c keeps its poison)."""
+
+import pytest
+import torch
+
+import reference as R
+import submission
+from nvfp4gemm import dispatch
+from nvfp4gemm.validate import InputError, arch_of_capability
+
+
+def dual(m=256, n=128, k=256, l=1):
+    return list(R.generate_input(m, n, k, l, 3, device="cpu"))
+
+
+def expect_error(data, *words):
+    c = data[-1] if len(data) == 10 else data[0][0][2]
+    before = c.clone()
+    with pytest.raises(InputError) as e:
+        submission.custom_kernel(tuple(data))
+    for w in words:
+        assert w in str(e.value), str(e.value)
+    assert torch.equal(c, before), "output written before the error"
+
+
+def test_k_not_multiple_of_256():
+    expect_error(dual(k=384), "K=384", "multiple of 256")
+
+
+def test_wrong_dtype():
+    d = dual()
+    d[0] = d[0].view(torch.uint8)
+    expect_error(d, "a must have dtype", "float4_e2m1fn_x2")
+    d = dual()
+    d[-1] = d[-1].float()
+    expect_error(d, "c must have dtype torch.float16")
+    d = dual()
+    d[7] = d[7].view(torch.uint8)
+    expect_error(d, "sfb1_perm", "float8_e4m3fn")
+
+
+def test_mismatched_shapes():
+    d = dual()
+    d[1] = dual(n=192)[1]
+    expect_error(d, "b1 must have shape")
+    d = dual()
+    d[6] = dual(m=384)[6]
+    expect_error(d, "sfa_perm", "permuted shape")
+
+
+def test_not_k_major():
+    d = dual()
+    d[0] = d[0].view(torch.uint8).transpose(0, 1).contiguous().transpose(0, 1).view(torch.float4_e2m1fn_x2)
+    expect_error(d, "K-major")
+
+
+def test_cpu_tensors_rejected():
+    expect_error(dual(), "a is on cpu", "sm_100", "sm_90")
+
+
+def test_unsupported_gpu(monkeypatch):
+    # Pretend the tensors sit on an sm_80 GPU: the arch check must name it.
+    monkeypatch.setattr(dispatch, "validate_device", lambda used: torch.device("cuda", 0))
+    monkeypatch.setattr(dispatch, "_capability", lambda dev: (8, 0))
+    dispatch._PLANS.clear()
+    expect_error(dual(), "sm_80 is not supported", "sm_100", "sm_90")
+    assert arch_of_capability((10, 0)) == "sm_100a" and arch_of_capability((9, 0)) == "sm_90a"
+    with pytest.raises(InputError, match="sm_120"):
+        arch_of_capability((12, 0))
+
+
+def test_grouped_errors():
+    g = R.generate_input([40, 128], [128, 256], [256, 512], 2, 1, device="cpu")
+    bad = (g[0], g[1], g[2], g[3][:1])
+    expect_error(bad, "one entry per group")
+    sizes = [(40, 128, 256, 1), (128, 256, 500, 1)]
+    expect_error((g[0], g[1], g[2], sizes), "group 1")
+    g2 = R.generate_input([40], [100], [256], 1, 1, device="cpu")
+    expect_error(g2, "N=100 must be a multiple of 64")
