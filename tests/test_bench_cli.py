@@ -1,0 +1,45 @@
+"""benchmarks/bench.py on a machine without a GPU: it says so, runs the compile report, and
+the report has one row per config with compile time, shared memory, registers, spills."""
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks.bench import case_name, parse_shapes, print_compile_table  # noqa: E402
+
+
+def test_parse_explicit_shapes():
+    assert parse_shapes("dual", "256x4096x7168; 128x64x256x2") == [(256, 4096, 7168, 1), (128, 64, 256, 2)]
+    assert parse_shapes("group", "40,76/7168/2048") == [((40, 7168, 2048), (76, 7168, 2048))]
+    assert case_name("group", ((40, 7168, 2048), (76, 7168, 2048))) == "g2 M[40,76] N7168 K2048"
+
+
+def test_compile_table_format(capsys):
+    rows = [{"problem": "dual", "arch": "sm_100a", "case": "256x4096x7168x1", "config": "cfgA", "ok": True,
+             "seconds": 1.25, "smem": 201728, "registers": 80, "spills": 0},
+            {"problem": "dual", "arch": "sm_90a", "case": "256x4096x7168x1", "config": "cfgB", "ok": False,
+             "error": "DSLRuntimeError: boom"}]
+    print_compile_table(rows)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["problem", "arch", "config", "case"]
+    assert "201728" in out[2] and " 80 " in out[2] and out[2].rstrip().endswith("0")
+    assert "FAIL DSLRuntimeError: boom" in out[3]
+
+
+def test_cpu_main_job_runs_compile_report(tmp_path):
+    """The README's main command on a CPU machine: no GPU, so the compile report."""
+    js = tmp_path / "r.json"
+    env = dict(os.environ)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench.py"), "--problem", "dual",
+                        "--arch", "sm_100a", "--cases", "256x128x256", "--json", str(js)],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert "No supported GPU here" in r.stdout, r.stdout + r.stderr
+    assert "compiled, 0 failed" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0
+    rows = json.loads(js.read_text())["rows"]
+    assert len(rows) == 1 and rows[0]["ok"] and rows[0]["arch"] == "sm_100a"
+    assert rows[0]["spills"] == 0 and rows[0]["smem"] <= 232448 and rows[0]["registers"] > 0
