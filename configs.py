@@ -109,7 +109,9 @@ def sm100_smem_bytes(cfg: KernelConfig) -> int:
     sfb = cfg.gemms * round_up(n, 128) * sf_per_row
     stage = a + b + sfa + sfb
     c = cfg.epi_stages * cfg.epi_tile_mn[0] * cfg.epi_tile_mn[1] * 2
-    barriers = 1024  # mbarriers, TMEM pointer, tile-info ring
+    # mbarriers, TMEM pointer and tile-info ring (< 1 KB) padded to the 1 KB alignment of
+    # the first buffer; every buffer above is a multiple of 1 KB.
+    barriers = 1024
     return cfg.ab_stages * stage + c + barriers
 
 
@@ -118,7 +120,9 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
     (the wgmma reads fp16 tiles from shared memory), plus the C staging buffers."""
     tm, tn = cfg.mma_tile_mn
     rows = tm + cfg.gemms * tn  # A rows + rows of every B
-    packed = rows * (K_BLOCK // 2 + K_BLOCK // SF_VEC)
+    # scales are TMA'd as whole 128-row atoms of the permuted layout (2 KB per k-block)
+    sf_rows = round_up(tm, 128) + cfg.gemms * round_up(tn, 128)
+    packed = rows * (K_BLOCK // 2) + sf_rows * (K_BLOCK // SF_VEC)
     decoded = rows * 64 * 2 * 2  # two fp16 sub-blocks of 64 K-elements, double buffered
     c = cfg.epi_stages * cfg.epi_tile_mn[0] * cfg.epi_tile_mn[1] * 2
     return cfg.ab_stages * packed + decoded + c + 1024
@@ -265,10 +269,11 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
     if problem == "dual":
         m, n, _, _ = shape
         tn = 128 if n % 128 == 0 else 64
-        cfg = KernelConfig(problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(64, 32))
+        # epilogue subtile (128, 32) spans both consumer warpgroups
+        cfg = KernelConfig(problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(128, 32))
         return _fill_stages(cfg, cap=4)
     tn = 128 if all(n % 128 == 0 for _, n, _ in shape) else 64
-    cfg = KernelConfig(problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(64, 32))
+    cfg = KernelConfig(problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(128, 32))
     return _fill_stages(cfg, cap=4)
 
 
@@ -313,15 +318,18 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # M=256: one 2-CTA pair covers all of M, so B1/B2 (the bulk of the bytes) are read once;
     # N=64 keeps two TMEM accumulator stages and gives 64 clusters (128 CTAs) on 148 SMs.
     ("sm_100a", "dual", DUAL_BENCHMARKS[0]): default_config("dual", "sm_100a", DUAL_BENCHMARKS[0]),
-    # M=512: 2 M-pairs x 64 N-tiles = 128 clusters would be 1.7 waves; N=128 tiles give
-    # 64 clusters (one wave) at the price of a single accumulator stage.
+    # M=512: 2 M-pairs x 64 N-tiles = 128 pairs would be 1.7 waves; N=128 tiles give
+    # 64 pairs (one wave) at the price of a single accumulator stage.  Cluster (4,1): both
+    # M-pairs of an N column share one cluster, so B1/B2/SFB (2/3 of the k-block bytes) are
+    # multicast: ~27 KB instead of ~36 KB read from L2 per CTA per k-block (notes/sm100_dual.md).
     ("sm_100a", "dual", DUAL_BENCHMARKS[1]): _fill_stages(KernelConfig(
-        "dual", "sm_100a", (256, 128), cta_group=2, cluster_mn=(2, 1), acc_stages=1), cap=6),
+        "dual", "sm_100a", (256, 128), cta_group=2, cluster_mn=(4, 1), acc_stages=1), cap=6),
     # 256x3072x4096: same reasoning as the first case (default).
     ("sm_100a", "dual", DUAL_BENCHMARKS[2]): default_config("dual", "sm_100a", DUAL_BENCHMARKS[2]),
-    # 512x3072: 2 x 24 = 48 clusters of 256x128 (one partial wave) beats 96 of 256x64 (1.3 waves).
+    # 512x3072: 2 x 24 = 48 pairs of 256x128 (one partial wave) beats 96 of 256x64 (1.3
+    # waves); cluster (4,1) multicasts B as above.
     ("sm_100a", "dual", DUAL_BENCHMARKS[3]): _fill_stages(KernelConfig(
-        "dual", "sm_100a", (256, 128), cta_group=2, cluster_mn=(2, 1), acc_stages=1), cap=6),
+        "dual", "sm_100a", (256, 128), cta_group=2, cluster_mn=(4, 1), acc_stages=1), cap=6),
     # --- sm_100a grouped (default rule: 128x128, 1-CTA; ragged M handled by bounds) -----
     **{("sm_100a", "group", s): default_config("group", "sm_100a", s) for s in GROUP_BENCHMARKS},
     # --- sm_90a dual (default rule: 128x128, two consumer warpgroups) --------------------

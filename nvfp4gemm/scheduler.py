@@ -14,6 +14,9 @@ tile counts with a branch-free scan (no per-tile walk over earlier groups' shape
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import cutlass
 import cutlass.cute as cute
 
@@ -76,3 +79,72 @@ def group_of_tile(idx, offsets: cute.Tensor, num_groups: int):
     for i in cutlass.range_constexpr(1, num_groups):
         g = g + cutlass.Int32(idx >= offsets[i])
     return g, idx - offsets[g]
+
+
+# ---------------------------------------------------------------------------- tile ring
+
+
+@dataclass(frozen=True)
+class TileInfoPipeline:
+    """Shared-memory ring that broadcasts each work tile from the scheduling warp to the
+    warps that consume it (MMA, epilogue), so the schedule is computed once per tile.
+
+    Slot i holds FIELDS Int32: (m_tile, n_tile, l, valid).  One mbarrier pipeline guards it
+    (`cutlass.pipeline.PipelineAsync`): the producer warp waits for a free slot, one elected
+    lane writes the slot and arrives on "full" (the arrive releases the writes); each
+    consumer warp waits on "full" (acquire), reads, syncs the warp and arrives on "empty"
+    with one elected lane.  The producer ends the walk by publishing valid = 0.
+    All methods are traced inline by the calling @cute.jit code; the warp-collective ones
+    must be called by the whole warp."""
+
+    FIELDS: ClassVar[int] = 4
+    pipe: object  # cutlass.pipeline.PipelineAsync
+    buf: cute.Tensor  # (FIELDS, STAGES) Int32 in shared memory
+
+    @staticmethod
+    def stages_for(acc_stages: int) -> int:
+        """Ring depth: the epilogue may trail the scheduler by the accumulator stages plus
+        the tile the MMA works on and the one being loaded."""
+        return acc_stages + 2
+
+    @staticmethod
+    def create(barrier_ptr, buf: cute.Tensor, num_stages: int, num_consumer_warps: int):
+        """barrier_ptr: 2 * num_stages Int64 in shared memory; initialised by warp 0 and made
+        visible by the caller's pipeline_init_arrive/wait (defer_sync)."""
+        import cutlass.pipeline as pipeline
+
+        pipe = pipeline.PipelineAsync.create(
+            num_stages=num_stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, num_consumer_warps),
+            barrier_storage=barrier_ptr,
+            defer_sync=True,
+        )
+        return TileInfoPipeline(pipe, buf)
+
+    def publish(self, state, m_tile, n_tile, l_idx, valid):
+        """Producer warp: write one tile (valid: Boolean) into the next slot."""
+        self.pipe.producer_acquire(state)
+        with cute.arch.elect_one():
+            i = state.index
+            self.buf[0, i] = cutlass.Int32(m_tile)
+            self.buf[1, i] = cutlass.Int32(n_tile)
+            self.buf[2, i] = cutlass.Int32(l_idx)
+            self.buf[3, i] = cutlass.Int32(valid)
+            self.pipe.producer_commit(state)
+        state.advance()
+        return state
+
+    def fetch(self, state):
+        """Consumer warp: (state, m_tile, n_tile, l, valid) of the next published tile."""
+        self.pipe.consumer_wait(state)
+        i = state.index
+        m_tile = self.buf[0, i]
+        n_tile = self.buf[1, i]
+        l_idx = self.buf[2, i]
+        valid = self.buf[3, i] != 0
+        cute.arch.sync_warp()  # every lane has read the slot before it is handed back
+        with cute.arch.elect_one():
+            self.pipe.consumer_release(state)
+        state.advance()
+        return state, m_tile, n_tile, l_idx, valid

@@ -1,0 +1,931 @@
+"""sm_100a (B200) NVFP4 dual GEMM with fused SiLU:  C = silu(A @ B1^T) * (A @ B2^T).
+
+A (M x K), B1 and B2 (N x K) are K-major e2m1 (two per byte); one e4m3 scale per 16 K
+elements (NVFP4), read in the tcgen05 block-scaling layout; fp32 accumulation in TMEM;
+C (M x N x L) fp16 row-major.  Modelled on NVIDIA's CuTe DSL example
+`blackwell/dense_blockscaled_gemm_persistent.py` (cutlass v4.3.5); departures are listed in
+notes/sm100_dual.md.
+
+Warp roles (6 warps, 192 threads per CTA):
+  warps 0-3  epilogue: TMEM -> registers, silu(acc1) * acc2 in fp32, fp16 -> shared memory ->
+             TMA store.  Warp 0 also allocates and frees TMEM and issues the TMA stores.
+  warp 4     MMA: per k-block, tcgen05.cp of SFA/SFB1/SFB2 shared -> TMEM, then
+             tcgen05.mma kind::mxf4nvf4 for both GEMMs (only the leader CTA of a 2-CTA pair
+             issues; its peer's MMA warp only follows the tile ring).
+  warp 5     scheduler + TMA: computes each work tile once (static persistent schedule),
+             publishes it in the shared-memory tile ring, then per k-block loads A once and
+             B1, B2, SFA, SFB1, SFB2.
+Pipelines: ab (TMA -> MMA, ab_stages), acc (MMA -> epilogue, acc_stages x 2 TMEM
+accumulators), tile ring (scheduler -> MMA + epilogue), C stores (epi_stages smem buffers).
+
+Constraints (see `can_implement`): M % 128 == 0, N % 64 == 0, K % 256 == 0, L >= 1.  Tiles
+that overhang M or N are handled by TMA bounds (zero-filled loads, clipped stores).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+
+import cuda.bindings.driver as cuda
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils as utils
+import cutlass.utils.blackwell_helpers as sm100_utils
+import cutlass.utils.blockscaled_layout as blockscaled_utils
+from cutlass.cute.nvgpu import cpasync, tcgen05
+from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
+
+import configs
+from configs import K_BLOCK, SF_VEC, KernelConfig
+from nvfp4gemm.epilogue import silu_mul
+from nvfp4gemm.scheduler import TileInfoPipeline, linear_to_mnl
+
+# B200: SMs a persistent launch can fill.
+SM_COUNT = configs.SM_COUNT["sm_100a"]
+MMA_INST_PER_KBLOCK = 4  # tcgen05.mma kind::mxf4nvf4 has K = 64; a k-block is 256
+SF_ATOM_MN = 32  # rows per TMEM scale-factor column group
+SMEM_ALIGN = 1024  # alignment of every shared-memory buffer (128B-swizzle atoms)
+
+
+class Warp(enum.IntEnum):
+    EPI0 = 0
+    EPI1 = 1
+    EPI2 = 2
+    EPI3 = 3
+    MMA = 4
+    LOAD = 5
+
+
+EPI_WARPS = (Warp.EPI0, Warp.EPI1, Warp.EPI2, Warp.EPI3)
+
+
+class Barrier(enum.IntEnum):
+    """Named-barrier ids (0 is __syncthreads)."""
+
+    EPILOGUE = 1  # the 4 epilogue warps, around each C store
+    TMEM_ALLOC = 2  # epilogue + MMA warps, waiting for the TMEM pointer
+
+
+class Sm100DualGemmKernel:
+    def __init__(self, config: KernelConfig):
+        if config.arch != "sm_100a" or config.problem != "dual":
+            raise ValueError(f"not an sm_100a dual config: {config}")
+        self.cfg = config
+        self.a_dtype = cutlass.Float4E2M1FN
+        self.sf_dtype = cutlass.Float8E4M3FN
+        self.c_dtype = cutlass.Float16
+        self.acc_dtype = cutlass.Float32
+        self.c_layout = utils.LayoutEnum.ROW_MAJOR
+        self.use_2cta = config.cta_group == 2
+        self.cta_group = tcgen05.CtaGroup.TWO if self.use_2cta else tcgen05.CtaGroup.ONE
+        self.cluster_shape_mn = tuple(config.cluster_mn)
+        # MMA tile (the CTA pair's with cta_group 2) and, for SFB, one CTA's M by N rounded
+        # up to the 128-row scale-factor atom.
+        self.mma_inst_shape_mn = tuple(config.mma_tile_mn)
+        self.mma_inst_shape_mn_sfb = (
+            config.mma_tile_mn[0] // config.cta_group,
+            configs.round_up(config.mma_tile_mn[1], 128),
+        )
+        self.cta_tile_n = config.mma_tile_mn[1]
+        self.num_ab_stage = config.ab_stages
+        self.num_acc_stage = config.acc_stages
+        self.num_c_stage = config.epi_stages
+        self.tile_ring_stages = TileInfoPipeline.stages_for(config.acc_stages)
+        self.threads_per_cta = 32 * len(Warp)
+        self.epi_barrier = pipeline.NamedBarrier(
+            barrier_id=int(Barrier.EPILOGUE), num_threads=32 * len(EPI_WARPS)
+        )
+        self.tmem_alloc_barrier = pipeline.NamedBarrier(
+            barrier_id=int(Barrier.TMEM_ALLOC), num_threads=32 * (len(EPI_WARPS) + 1)
+        )
+
+    # ------------------------------------------------------------------ host-side checks
+
+    @staticmethod
+    def can_implement(config: KernelConfig, m: int, n: int, k: int, l: int) -> None:
+        """Raise ValueError naming the first constraint (config or shape) that is broken."""
+        if config.arch != "sm_100a" or config.problem != "dual":
+            raise ValueError(f"config is {config.arch}/{config.problem}, need sm_100a/dual")
+        errs = configs.check_config(config) + configs.check_shape("dual", (m, n, k, l))
+        if config.mma_tile_mn[1] not in (64, 128):
+            errs.append(f"MMA tile N {config.mma_tile_mn[1]}: two accumulators per stage "
+                        "fit TMEM only for N in (64, 128)")
+        cm, cn = config.cluster_mn
+        if not all(c in (1, 2, 4) for c in (cm, cn)):
+            errs.append(f"cluster {config.cluster_mn}: each side must be 1, 2 or 4 (scale-factor "
+                        "multicast reaches at most 4 CTAs)")
+        if config.swap_ab:
+            errs.append("swap_ab is not implemented for the sm_100a dual GEMM")
+        if config.occupancy != 1:
+            errs.append("occupancy must be 1 (TMEM and smem are sized for one CTA per SM)")
+        if config.epi_tile_mn[0] != 128:
+            errs.append(f"epilogue tile M {config.epi_tile_mn[0]} must be 128 "
+                        "(4 warps x 32 TMEM lanes)")
+        if errs:
+            raise ValueError("; ".join(errs))
+
+    # ------------------------------------------------------------------ trace-time setup
+
+    def _setup_attributes(self):
+        """Tiled MMAs, tile shapes, cluster layouts and smem layouts (needs a jit context)."""
+        a_major = tcgen05.OperandMajorMode.K
+        self.tiled_mma = sm100_utils.make_blockscaled_trivial_tiled_mma(
+            self.a_dtype, a_major, a_major, self.sf_dtype, SF_VEC,
+            self.cta_group, self.mma_inst_shape_mn,
+        )
+        # SFB is loaded per CTA over N rounded up to 128 rows (1-CTA MMA shape).
+        self.tiled_mma_sfb = sm100_utils.make_blockscaled_trivial_tiled_mma(
+            self.a_dtype, a_major, a_major, self.sf_dtype, SF_VEC,
+            tcgen05.CtaGroup.ONE, self.mma_inst_shape_mn_sfb,
+        )
+        mma_inst_k = cute.size(self.tiled_mma.shape_mnk, mode=[2])
+        assert mma_inst_k * MMA_INST_PER_KBLOCK == K_BLOCK, "k-block must be 4 MMAs"
+        self.mma_tiler = (*self.mma_inst_shape_mn, K_BLOCK)
+        self.mma_tiler_sfb = (*self.mma_inst_shape_mn_sfb, K_BLOCK)
+        atom_thr = cute.size(self.tiled_mma.thr_id.shape)
+        self.cta_tile_shape_mnk = (self.mma_tiler[0] // atom_thr, self.mma_tiler[1], K_BLOCK)
+        assert self.cta_tile_shape_mnk[:2] == self.cfg.cta_tile_mn
+
+        # (V, M, N, K) CTA coordinates inside the cluster, V = CTA within the MMA pair
+        self.cluster_layout_vmnk = cute.tiled_divide(
+            cute.make_layout((*self.cluster_shape_mn, 1)), (self.tiled_mma.thr_id.shape,)
+        )
+        self.cluster_layout_sfb_vmnk = cute.tiled_divide(
+            cute.make_layout((*self.cluster_shape_mn, 1)), (self.tiled_mma_sfb.thr_id.shape,)
+        )
+        self.num_mcast_ctas_a = cute.size(self.cluster_layout_vmnk.shape[2])
+        self.num_mcast_ctas_b = cute.size(self.cluster_layout_vmnk.shape[1])
+
+        em, en = self.cfg.epi_tile_mn
+        self.epi_tile = (cute.make_layout(em), cute.make_layout(en))
+
+        # (MMA, MMA_M, MMA_K, STAGE) swizzled e2m1 tiles
+        self.a_smem_layout_staged = sm100_utils.make_smem_layout_a(
+            self.tiled_mma, self.mma_tiler, self.a_dtype, self.num_ab_stage
+        )
+        # (MMA, MMA_N, MMA_K, STAGE), shared by B1 and B2
+        self.b_smem_layout_staged = sm100_utils.make_smem_layout_b(
+            self.tiled_mma, self.mma_tiler, self.a_dtype, self.num_ab_stage
+        )
+        # (((32x4, RestM), (16x4, RestK)), MMA_M, MMA_K, STAGE)
+        self.sfa_smem_layout_staged = blockscaled_utils.make_smem_layout_sfa(
+            self.tiled_mma, self.mma_tiler, SF_VEC, self.num_ab_stage
+        )
+        # (((32x4, RestN), (16x4, RestK)), MMA_N, MMA_K, STAGE), shared by SFB1 and SFB2
+        self.sfb_smem_layout_staged = blockscaled_utils.make_smem_layout_sfb(
+            self.tiled_mma, self.mma_tiler, SF_VEC, self.num_ab_stage
+        )
+        # (EPI_M, EPI_N, STAGE) fp16
+        self.c_smem_layout_staged = sm100_utils.make_smem_layout_epi(
+            self.c_dtype, self.c_layout, self.epi_tile, self.num_c_stage
+        )
+
+        # TMEM columns: [acc1 s0 | acc2 s0 | acc1 s1 | acc2 s1 ...][SFA][SFB1][SFB2]
+        self.num_sfa_tmem_cols = (self.cta_tile_shape_mnk[0] // SF_ATOM_MN) * MMA_INST_PER_KBLOCK
+        self.num_sfb_tmem_cols = (self.mma_inst_shape_mn_sfb[1] // SF_ATOM_MN) * MMA_INST_PER_KBLOCK
+
+    def _tma_load(self, make_atom, op, gmem, smem_layout_staged, tiler, tiled_mma,
+                  cluster_layout, internal_type=None):
+        """TMA load atom + coordinate tensor for one operand, and the bytes of one stage."""
+        smem_layout = cute.slice_(smem_layout_staged, (None, None, None, 0))
+        kwargs = {} if internal_type is None else {"internal_type": internal_type}
+        atom, tensor = make_atom(op, gmem, smem_layout, tiler, tiled_mma,
+                                 cluster_layout.shape, **kwargs)
+        return atom, tensor, cute.size_in_bytes(gmem.element_type, smem_layout)
+
+    def _expected_tx_bytes(self) -> int:
+        """Bytes one k-block stage brings into a CTA pair's leader barrier, from the tile
+        shapes alone (independent of the smem layouts): A once, B1 and B2, and the scales."""
+        cta_m, n = self.cfg.cta_tile_mn
+        rows_b = n // self.cfg.cta_group
+        per_cta = (
+            cta_m * K_BLOCK // 2                     # A
+            + 2 * rows_b * K_BLOCK // 2              # B1, B2
+            + cta_m * K_BLOCK // SF_VEC              # SFA
+            + 2 * configs.round_up(n, 128) * K_BLOCK // SF_VEC  # SFB1, SFB2
+        )
+        return per_cta * self.cfg.cta_group
+
+    # ------------------------------------------------------------------ host entry
+
+    @cute.jit
+    def __call__(
+        self,
+        a_ptr: cute.Pointer,
+        b1_ptr: cute.Pointer,
+        b2_ptr: cute.Pointer,
+        sfa_ptr: cute.Pointer,
+        sfb1_ptr: cute.Pointer,
+        sfb2_ptr: cute.Pointer,
+        c_ptr: cute.Pointer,
+        m: cutlass.Int32,
+        n: cutlass.Int32,
+        k: cutlass.Int32,
+        l: cutlass.Int32,
+        max_active_clusters: cutlass.Int32,
+        stream: cuda.CUstream,
+    ):
+        self._setup_attributes()
+        m = cute.assume(m, divby=128)
+        n = cute.assume(n, divby=64)
+        k = cute.assume(k, divby=K_BLOCK)
+
+        # (M, K, L) e2m1, K-major
+        mA = cute.make_tensor(a_ptr, cute.make_layout((m, k, l), stride=(k, 1, m * k)))
+        # (N, K, L) e2m1, K-major
+        mB1 = cute.make_tensor(b1_ptr, cute.make_layout((n, k, l), stride=(k, 1, n * k)))
+        # (N, K, L) e2m1, K-major
+        mB2 = cute.make_tensor(b2_ptr, cute.make_layout((n, k, l), stride=(k, 1, n * k)))
+        # (M, N, L) fp16, row-major
+        mC = cute.make_tensor(c_ptr, cute.make_layout((m, n, l), stride=(n, 1, m * n)))
+        # ((32x4, RestM), (16x4, RestK), L) e4m3: the tcgen05 block-scaling layout
+        mSFA = cute.make_tensor(sfa_ptr, blockscaled_utils.tile_atom_to_shape_SF(mA.shape, SF_VEC))
+        # ((32x4, RestN), (16x4, RestK), L) e4m3
+        mSFB1 = cute.make_tensor(sfb1_ptr, blockscaled_utils.tile_atom_to_shape_SF(mB1.shape, SF_VEC))
+        # ((32x4, RestN), (16x4, RestK), L) e4m3
+        mSFB2 = cute.make_tensor(sfb2_ptr, blockscaled_utils.tile_atom_to_shape_SF(mB2.shape, SF_VEC))
+
+        tiled_mma = self.tiled_mma
+        thr_id = tiled_mma.thr_id
+        a_op = sm100_utils.cluster_shape_to_tma_atom_A(self.cluster_shape_mn, thr_id)
+        b_op = sm100_utils.cluster_shape_to_tma_atom_B(self.cluster_shape_mn, thr_id)
+        sfb_op = sm100_utils.cluster_shape_to_tma_atom_SFB(self.cluster_shape_mn, thr_id)
+        make_a, make_b = cute.nvgpu.make_tiled_tma_atom_A, cute.nvgpu.make_tiled_tma_atom_B
+        vmnk, sfb_vmnk = self.cluster_layout_vmnk, self.cluster_layout_sfb_vmnk
+        tma_atom_a, tma_a, a_bytes = self._tma_load(
+            make_a, a_op, mA, self.a_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk)
+        tma_atom_b1, tma_b1, b1_bytes = self._tma_load(
+            make_b, b_op, mB1, self.b_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk)
+        tma_atom_b2, tma_b2, b2_bytes = self._tma_load(
+            make_b, b_op, mB2, self.b_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk)
+        tma_atom_sfa, tma_sfa, sfa_bytes = self._tma_load(
+            make_a, a_op, mSFA, self.sfa_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk,
+            internal_type=cutlass.Int16)
+        tma_atom_sfb1, tma_sfb1, sfb1_bytes = self._tma_load(
+            make_b, sfb_op, mSFB1, self.sfb_smem_layout_staged, self.mma_tiler_sfb,
+            self.tiled_mma_sfb, sfb_vmnk, internal_type=cutlass.Int16)
+        tma_atom_sfb2, tma_sfb2, sfb2_bytes = self._tma_load(
+            make_b, sfb_op, mSFB2, self.sfb_smem_layout_staged, self.mma_tiler_sfb,
+            self.tiled_mma_sfb, sfb_vmnk, internal_type=cutlass.Int16)
+
+        # Transaction bytes per stage: what the six TMA copies land in shared memory (both
+        # CTAs of a pair signal the leader's barrier).
+        atom_thr = cute.size(thr_id.shape)
+        stage_bytes = a_bytes + b1_bytes + b2_bytes + sfa_bytes + sfb1_bytes + sfb2_bytes
+        self.num_tma_load_bytes = stage_bytes * atom_thr
+        assert self.num_tma_load_bytes == self._expected_tx_bytes(), (
+            f"tx bytes {self.num_tma_load_bytes} != TMA box bytes {self._expected_tx_bytes()}"
+        )
+
+        # (EPI_M, EPI_N) TMA store of C
+        epi_smem_layout = cute.slice_(self.c_smem_layout_staged, (None, None, 0))
+        tma_atom_c, tma_c = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileS2GOp(), mC, epi_smem_layout, self.epi_tile
+        )
+
+        # Persistent grid: (cluster M, cluster N, clusters), at most one wave of clusters.
+        cta_m, cta_n = self.cfg.cta_tile_mn
+        cl_m, cl_n = self.cluster_shape_mn
+        tiles_m = cute.ceil_div(m, cta_m * cl_m)  # cluster tiles along M
+        tiles_n = cute.ceil_div(n, cta_n * cl_n)
+        num_tiles = tiles_m * tiles_n * l
+        num_clusters = cutlass.min(num_tiles, max_active_clusters)
+
+        ring = self.tile_ring_stages
+
+        @cute.struct
+        class SharedStorage:
+            ab_mbar: cute.struct.MemRange[cutlass.Int64, 2 * self.num_ab_stage]
+            acc_mbar: cute.struct.MemRange[cutlass.Int64, 2 * self.num_acc_stage]
+            tile_mbar: cute.struct.MemRange[cutlass.Int64, 2 * ring]
+            tmem_dealloc_mbar: cutlass.Int64
+            tmem_holding_buf: cutlass.Int32
+            # (TILE_INFO, RING) Int32 work-tile ring
+            tile_info: cute.struct.MemRange[cutlass.Int32, TileInfoPipeline.FIELDS * ring]
+            # (EPI_M, EPI_N, STAGE)
+            sC: cute.struct.Align[
+                cute.struct.MemRange[self.c_dtype, cute.cosize(self.c_smem_layout_staged.outer)],
+                SMEM_ALIGN]
+            # (MMA, MMA_M, MMA_K, STAGE)
+            sA: cute.struct.Align[
+                cute.struct.MemRange[self.a_dtype, cute.cosize(self.a_smem_layout_staged.outer)],
+                SMEM_ALIGN]
+            # (MMA, MMA_N, MMA_K, STAGE)
+            sB1: cute.struct.Align[
+                cute.struct.MemRange[self.a_dtype, cute.cosize(self.b_smem_layout_staged.outer)],
+                SMEM_ALIGN]
+            # (MMA, MMA_N, MMA_K, STAGE)
+            sB2: cute.struct.Align[
+                cute.struct.MemRange[self.a_dtype, cute.cosize(self.b_smem_layout_staged.outer)],
+                SMEM_ALIGN]
+            # (MMA, MMA_M, MMA_K, STAGE)
+            sSFA: cute.struct.Align[
+                cute.struct.MemRange[self.sf_dtype, cute.cosize(self.sfa_smem_layout_staged)],
+                SMEM_ALIGN]
+            # (MMA, MMA_N, MMA_K, STAGE)
+            sSFB1: cute.struct.Align[
+                cute.struct.MemRange[self.sf_dtype, cute.cosize(self.sfb_smem_layout_staged)],
+                SMEM_ALIGN]
+            # (MMA, MMA_N, MMA_K, STAGE)
+            sSFB2: cute.struct.Align[
+                cute.struct.MemRange[self.sf_dtype, cute.cosize(self.sfb_smem_layout_staged)],
+                SMEM_ALIGN]
+
+        self.shared_storage = SharedStorage
+        model = configs.sm100_smem_bytes(self.cfg)
+        assert SharedStorage.size_in_bytes() == model, (
+            f"SharedStorage {SharedStorage.size_in_bytes()} B != configs model {model} B"
+        )
+
+        self.kernel(
+            tiled_mma, self.tiled_mma_sfb,
+            tma_atom_a, tma_a, tma_atom_b1, tma_b1, tma_atom_b2, tma_b2,
+            tma_atom_sfa, tma_sfa, tma_atom_sfb1, tma_sfb1, tma_atom_sfb2, tma_sfb2,
+            tma_atom_c, tma_c,
+            self.cluster_layout_vmnk, self.cluster_layout_sfb_vmnk,
+            self.a_smem_layout_staged, self.b_smem_layout_staged,
+            self.sfa_smem_layout_staged, self.sfb_smem_layout_staged,
+            self.c_smem_layout_staged, self.epi_tile,
+            tiles_m, tiles_n, num_tiles,
+        ).launch(
+            grid=(cl_m, cl_n, num_clusters),
+            block=[self.threads_per_cta, 1, 1],
+            cluster=(cl_m, cl_n, 1),
+            stream=stream,
+            min_blocks_per_mp=1,
+        )
+
+    # ------------------------------------------------------------------ device kernel
+
+    @cute.kernel
+    def kernel(
+        self,
+        tiled_mma: cute.TiledMma,
+        tiled_mma_sfb: cute.TiledMma,
+        tma_atom_a: cute.CopyAtom,
+        mA_mkl: cute.Tensor,
+        tma_atom_b1: cute.CopyAtom,
+        mB1_nkl: cute.Tensor,
+        tma_atom_b2: cute.CopyAtom,
+        mB2_nkl: cute.Tensor,
+        tma_atom_sfa: cute.CopyAtom,
+        mSFA_mkl: cute.Tensor,
+        tma_atom_sfb1: cute.CopyAtom,
+        mSFB1_nkl: cute.Tensor,
+        tma_atom_sfb2: cute.CopyAtom,
+        mSFB2_nkl: cute.Tensor,
+        tma_atom_c: cute.CopyAtom,
+        mC_mnl: cute.Tensor,
+        cluster_layout_vmnk: cute.Layout,
+        cluster_layout_sfb_vmnk: cute.Layout,
+        a_smem_layout_staged: cute.ComposedLayout,
+        b_smem_layout_staged: cute.ComposedLayout,
+        sfa_smem_layout_staged: cute.Layout,
+        sfb_smem_layout_staged: cute.Layout,
+        c_smem_layout_staged: cute.ComposedLayout,
+        epi_tile: cute.Tile,
+        tiles_m: cutlass.Int32,
+        tiles_n: cutlass.Int32,
+        num_tiles: cutlass.Int32,
+    ):
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+
+        if warp_idx == Warp.LOAD:
+            for atom in (tma_atom_a, tma_atom_b1, tma_atom_b2, tma_atom_sfa,
+                         tma_atom_sfb1, tma_atom_sfb2, tma_atom_c):
+                cpasync.prefetch_descriptor(atom)
+
+        bidx, _, _ = cute.arch.block_idx()
+        mma_tile_coord_v = bidx % cute.size(tiled_mma.thr_id.shape)
+        is_leader_cta = mma_tile_coord_v == 0
+        cta_rank_in_cluster = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        cta_coord_vmnk = cluster_layout_vmnk.get_flat_coord(cta_rank_in_cluster)
+        cta_coord_sfb_vmnk = cluster_layout_sfb_vmnk.get_flat_coord(cta_rank_in_cluster)
+
+        smem = utils.SmemAllocator()
+        storage = smem.allocate(self.shared_storage)
+
+        # --- pipelines (barrier init by warp 0; cluster-wide sync below) ---
+        num_tma_producer = self.num_mcast_ctas_a + self.num_mcast_ctas_b - 1
+        ab_pipeline = pipeline.PipelineTmaUmma.create(
+            barrier_storage=storage.ab_mbar.data_ptr(),
+            num_stages=self.num_ab_stage,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, num_tma_producer),
+            tx_count=self.num_tma_load_bytes,
+            cta_layout_vmnk=cluster_layout_vmnk,
+            defer_sync=True,
+        )
+        # Each epilogue warp of both CTAs of a pair releases the leader's accumulator.
+        acc_consumers = len(EPI_WARPS) * self.cfg.cta_group
+        acc_pipeline = pipeline.PipelineUmmaAsync.create(
+            barrier_storage=storage.acc_mbar.data_ptr(),
+            num_stages=self.num_acc_stage,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, acc_consumers),
+            cta_layout_vmnk=cluster_layout_vmnk,
+            defer_sync=True,
+        )
+        # Tile ring: the scheduler warp publishes, the MMA warp and 4 epilogue warps read.
+        tile_ring = TileInfoPipeline.create(
+            storage.tile_mbar.data_ptr(),
+            storage.tile_info.get_tensor(
+                cute.make_layout((TileInfoPipeline.FIELDS, self.tile_ring_stages))),
+            num_stages=self.tile_ring_stages,
+            num_consumer_warps=1 + len(EPI_WARPS),
+        )
+        tmem = utils.TmemAllocator(
+            storage.tmem_holding_buf,
+            barrier_for_retrieve=self.tmem_alloc_barrier,
+            allocator_warp_id=int(Warp.EPI0),
+            is_two_cta=self.use_2cta,
+            two_cta_tmem_dealloc_mbar_ptr=storage.tmem_dealloc_mbar,
+        )
+        pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mn, is_relaxed=True)
+
+        # (EPI_M, EPI_N, STAGE)
+        sC = storage.sC.get_tensor(c_smem_layout_staged.outer, swizzle=c_smem_layout_staged.inner)
+        # (MMA, MMA_M, MMA_K, STAGE)
+        sA = storage.sA.get_tensor(a_smem_layout_staged.outer, swizzle=a_smem_layout_staged.inner)
+        # (MMA, MMA_N, MMA_K, STAGE)
+        sB1 = storage.sB1.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
+        # (MMA, MMA_N, MMA_K, STAGE)
+        sB2 = storage.sB2.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
+        # (MMA, MMA_M, MMA_K, STAGE)
+        sSFA = storage.sSFA.get_tensor(sfa_smem_layout_staged)
+        # (MMA, MMA_N, MMA_K, STAGE)
+        sSFB1 = storage.sSFB1.get_tensor(sfb_smem_layout_staged)
+        # (MMA, MMA_N, MMA_K, STAGE)
+        sSFB2 = storage.sSFB2.get_tensor(sfb_smem_layout_staged)
+
+        # (MMA, MMA_M, MMA_N, 2 * ACC_STAGE): stage s holds acc1 at 2s and acc2 at 2s+1
+        acc_shape = tiled_mma.partition_shape_C(self.mma_tiler[:2])
+        tCtAcc_fake = tiled_mma.make_fragment_C(cute.append(acc_shape, 2 * self.num_acc_stage))
+        # (MMA, MMA_M, MMA_N, RestM, RestN, RestL) this CTA's part of C per MMA tile
+        gC_mnl = cute.local_tile(
+            mC_mnl, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
+        tCgC = tiled_mma.get_slice(mma_tile_coord_v).partition_C(gC_mnl)
+
+        # k-blocks per tile
+        k_tile_cnt = cute.ceil_div(cute.size(mA_mkl, mode=[1]), K_BLOCK)
+
+        pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
+
+        if warp_idx == Warp.LOAD:
+            self.load(
+                tile_ring, ab_pipeline, tiled_mma, tiled_mma_sfb, mma_tile_coord_v,
+                cta_coord_vmnk, cta_coord_sfb_vmnk, cluster_layout_vmnk, cluster_layout_sfb_vmnk,
+                tma_atom_a, mA_mkl, tma_atom_b1, mB1_nkl, tma_atom_b2, mB2_nkl,
+                tma_atom_sfa, mSFA_mkl, tma_atom_sfb1, mSFB1_nkl, tma_atom_sfb2, mSFB2_nkl,
+                sA, sB1, sB2, sSFA, sSFB1, sSFB2, tiles_m, tiles_n, num_tiles, k_tile_cnt,
+            )
+        if warp_idx == Warp.MMA:
+            self.mma(
+                tile_ring, ab_pipeline, acc_pipeline, tmem, tiled_mma, is_leader_cta,
+                tCtAcc_fake, sA, sB1, sB2, sSFA, sSFB1, sSFB2,
+                sfa_smem_layout_staged, sfb_smem_layout_staged, k_tile_cnt,
+            )
+        if warp_idx < Warp.MMA:
+            self.epilogue(
+                tile_ring, acc_pipeline, tmem, tCtAcc_fake, tCgC, sC, tma_atom_c, epi_tile,
+            )
+
+    # ------------------------------------------------------------------ scheduler + TMA warp
+
+    @cute.jit
+    def load(
+        self, tile_ring, ab_pipeline, tiled_mma, tiled_mma_sfb, mma_tile_coord_v,
+        cta_coord_vmnk, cta_coord_sfb_vmnk, cluster_layout_vmnk, cluster_layout_sfb_vmnk,
+        tma_atom_a, mA_mkl, tma_atom_b1, mB1_nkl, tma_atom_b2, mB2_nkl,
+        tma_atom_sfa, mSFA_mkl, tma_atom_sfb1, mSFB1_nkl, tma_atom_sfb2, mSFB2_nkl,
+        sA, sB1, sB2, sSFA, sSFB1, sSFB2, tiles_m, tiles_n, num_tiles, k_tile_cnt,
+    ):
+        """Walk this cluster's tiles: publish each in the tile ring, then TMA its k-blocks."""
+        # Multicast masks: A/SFA go to the CTAs of the cluster row (same M, other N), B/SFB
+        # to the cluster column; with the 2-CTA MMA the pair's halves land in both CTAs.
+        a_mcast = b_mcast = sfa_mcast = sfb_mcast = None
+        if cutlass.const_expr(self.num_mcast_ctas_a > 1 or self.num_mcast_ctas_b > 1
+                              or self.use_2cta):
+            a_mcast = cpasync.create_tma_multicast_mask(cluster_layout_vmnk, cta_coord_vmnk, mcast_mode=2)
+            b_mcast = cpasync.create_tma_multicast_mask(cluster_layout_vmnk, cta_coord_vmnk, mcast_mode=1)
+            sfa_mcast = a_mcast
+            sfb_mcast = cpasync.create_tma_multicast_mask(
+                cluster_layout_sfb_vmnk, cta_coord_sfb_vmnk, mcast_mode=1)
+
+        thr_mma = tiled_mma.get_slice(mma_tile_coord_v)
+        thr_mma_sfb = tiled_mma_sfb.get_slice(mma_tile_coord_v)
+        tiler_a = cute.slice_(self.mma_tiler, (None, 0, None))
+        tiler_b = cute.slice_(self.mma_tiler, (0, None, None))
+        tiler_sfb = cute.slice_(self.mma_tiler_sfb, (0, None, None))
+        # (MMA, MMA_M, MMA_K, RestM, RestK, RestL)
+        tCgA = thr_mma.partition_A(cute.local_tile(mA_mkl, tiler_a, (None, None, None)))
+        # (MMA, MMA_N, MMA_K, RestN, RestK, RestL)
+        tCgB1 = thr_mma.partition_B(cute.local_tile(mB1_nkl, tiler_b, (None, None, None)))
+        # (MMA, MMA_N, MMA_K, RestN, RestK, RestL)
+        tCgB2 = thr_mma.partition_B(cute.local_tile(mB2_nkl, tiler_b, (None, None, None)))
+        # (MMA, MMA_M, MMA_K, RestM, RestK, RestL)
+        tCgSFA = thr_mma.partition_A(cute.local_tile(mSFA_mkl, tiler_a, (None, None, None)))
+        # (MMA, MMA_N, MMA_K, RestN, RestK, RestL), N rounded to 128 rows
+        tCgSFB1 = thr_mma_sfb.partition_B(cute.local_tile(mSFB1_nkl, tiler_sfb, (None, None, None)))
+        # (MMA, MMA_N, MMA_K, RestN, RestK, RestL)
+        tCgSFB2 = thr_mma_sfb.partition_B(cute.local_tile(mSFB2_nkl, tiler_sfb, (None, None, None)))
+
+        a_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, 0, None, 0)).shape)
+        b_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, None, 0, 0)).shape)
+        sfb_cta_layout = cute.make_layout(cute.slice_(cluster_layout_sfb_vmnk, (0, None, 0, 0)).shape)
+        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestM, RestK, RestL)
+        tAsA, tAgA = cpasync.tma_partition(
+            tma_atom_a, cta_coord_vmnk[2], a_cta_layout,
+            cute.group_modes(sA, 0, 3), cute.group_modes(tCgA, 0, 3))
+        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestN, RestK, RestL)
+        tBsB1, tBgB1 = cpasync.tma_partition(
+            tma_atom_b1, cta_coord_vmnk[1], b_cta_layout,
+            cute.group_modes(sB1, 0, 3), cute.group_modes(tCgB1, 0, 3))
+        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestN, RestK, RestL)
+        tBsB2, tBgB2 = cpasync.tma_partition(
+            tma_atom_b2, cta_coord_vmnk[1], b_cta_layout,
+            cute.group_modes(sB2, 0, 3), cute.group_modes(tCgB2, 0, 3))
+        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestM, RestK, RestL), zero strides dropped
+        tAsSFA, tAgSFA = cpasync.tma_partition(
+            tma_atom_sfa, cta_coord_vmnk[2], a_cta_layout,
+            cute.group_modes(sSFA, 0, 3), cute.group_modes(tCgSFA, 0, 3))
+        tAsSFA, tAgSFA = cute.filter_zeros(tAsSFA), cute.filter_zeros(tAgSFA)
+        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestN, RestK, RestL), zero strides dropped
+        tBsSFB1, tBgSFB1 = cpasync.tma_partition(
+            tma_atom_sfb1, cta_coord_sfb_vmnk[1], sfb_cta_layout,
+            cute.group_modes(sSFB1, 0, 3), cute.group_modes(tCgSFB1, 0, 3))
+        tBsSFB1, tBgSFB1 = cute.filter_zeros(tBsSFB1), cute.filter_zeros(tBgSFB1)
+        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestN, RestK, RestL), zero strides dropped
+        tBsSFB2, tBgSFB2 = cpasync.tma_partition(
+            tma_atom_sfb2, cta_coord_sfb_vmnk[1], sfb_cta_layout,
+            cute.group_modes(sSFB2, 0, 3), cute.group_modes(tCgSFB2, 0, 3))
+        tBsSFB2, tBgSFB2 = cute.filter_zeros(tBsSFB2), cute.filter_zeros(tBgSFB2)
+
+        # Static persistent schedule over cluster tiles; this CTA's place in its cluster.
+        bidx, bidy, bidz = cute.arch.block_idx()
+        _, _, num_clusters = cute.arch.grid_dim()
+        cl_m, cl_n = self.cluster_shape_mn
+        cta_in_cluster_m = bidx % cl_m
+        cta_in_cluster_n = bidy % cl_n
+        ring_state = pipeline.make_pipeline_state(
+            pipeline.PipelineUserType.Producer, self.tile_ring_stages)
+        ab_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.num_ab_stage)
+
+        linear = cutlass.Int32(bidz)
+        is_valid = linear < num_tiles
+        while is_valid:
+            cl_tile_m, cl_tile_n, tile_l = linear_to_mnl(
+                linear, tiles_m, tiles_n, self.cfg.raster == "m")
+            # MMA-tile coordinate (a CTA pair shares one MMA tile along M)
+            tile_m = (cl_tile_m * cl_m + cta_in_cluster_m) // self.cfg.cta_group
+            tile_n = cl_tile_n * cl_n + cta_in_cluster_n
+            ring_state = tile_ring.publish(ring_state, tile_m, tile_n, tile_l, is_valid)
+
+            # ((atom_v, rest_v), RestK) for A, B1, B2, SFA, SFB1, SFB2 of this tile
+            tAgA_k = tAgA[(None, tile_m, None, tile_l)]
+            tBgB1_k = tBgB1[(None, tile_n, None, tile_l)]
+            tBgB2_k = tBgB2[(None, tile_n, None, tile_l)]
+            tAgSFA_k = tAgSFA[(None, tile_m, None, tile_l)]
+            sfb_n = tile_n
+            if cutlass.const_expr(self.cta_tile_n == 64):
+                sfb_n = tile_n // 2  # one 128-row SFB block serves two N=64 tiles
+            tBgSFB1_k = tBgSFB1[(None, sfb_n, None, tile_l)]
+            tBgSFB2_k = tBgSFB2[(None, sfb_n, None, tile_l)]
+
+            ab_state.reset_count()
+            peek = cutlass.Boolean(1)
+            if ab_state.count < k_tile_cnt:
+                peek = ab_pipeline.producer_try_acquire(ab_state)
+            for _k in cutlass.range(0, k_tile_cnt, 1, unroll=1):
+                ab_pipeline.producer_acquire(ab_state, peek)
+                bar = ab_pipeline.producer_get_barrier(ab_state)
+                kc, stage = ab_state.count, ab_state.index
+                cute.copy(tma_atom_a, tAgA_k[(None, kc)], tAsA[(None, stage)],
+                          tma_bar_ptr=bar, mcast_mask=a_mcast)
+                cute.copy(tma_atom_b1, tBgB1_k[(None, kc)], tBsB1[(None, stage)],
+                          tma_bar_ptr=bar, mcast_mask=b_mcast)
+                cute.copy(tma_atom_b2, tBgB2_k[(None, kc)], tBsB2[(None, stage)],
+                          tma_bar_ptr=bar, mcast_mask=b_mcast)
+                cute.copy(tma_atom_sfa, tAgSFA_k[(None, kc)], tAsSFA[(None, stage)],
+                          tma_bar_ptr=bar, mcast_mask=sfa_mcast)
+                cute.copy(tma_atom_sfb1, tBgSFB1_k[(None, kc)], tBsSFB1[(None, stage)],
+                          tma_bar_ptr=bar, mcast_mask=sfb_mcast)
+                cute.copy(tma_atom_sfb2, tBgSFB2_k[(None, kc)], tBsSFB2[(None, stage)],
+                          tma_bar_ptr=bar, mcast_mask=sfb_mcast)
+                ab_state.advance()
+                peek = cutlass.Boolean(1)
+                if ab_state.count < k_tile_cnt:
+                    peek = ab_pipeline.producer_try_acquire(ab_state)
+
+            linear += num_clusters
+            is_valid = linear < num_tiles
+
+        # Sentinel: tells the MMA and epilogue warps there is no more work.
+        ring_state = tile_ring.publish(
+            ring_state, cutlass.Int32(0), cutlass.Int32(0), cutlass.Int32(0), is_valid)
+        ab_pipeline.producer_tail(ab_state)
+
+    # ------------------------------------------------------------------ MMA warp
+
+    def _tmem_sf_layouts(self, tCtAcc_fake, sfa_smem_layout_staged, sfb_smem_layout_staged):
+        """TMEM layouts of SFA and SFB, and the columns where SFA, SFB1, SFB2 start (after
+        the accumulators)."""
+        acc_cols = tcgen05.find_tmem_tensor_col_offset(tCtAcc_fake)
+        sfa_layout = blockscaled_utils.make_tmem_layout_sfa(
+            self.tiled_mma, self.mma_tiler, SF_VEC,
+            cute.slice_(sfa_smem_layout_staged, (None, None, None, 0)))
+        sfb_layout = blockscaled_utils.make_tmem_layout_sfb(
+            self.tiled_mma, self.mma_tiler, SF_VEC,
+            cute.slice_(sfb_smem_layout_staged, (None, None, None, 0)))
+        cols = (acc_cols, acc_cols + self.num_sfa_tmem_cols,
+                acc_cols + self.num_sfa_tmem_cols + self.num_sfb_tmem_cols)
+        return sfa_layout, sfb_layout, cols
+
+    def _tmem_sf(self, acc_tmem_ptr, col, layout):
+        """A scale-factor tensor at TMEM column `col` (fp32 columns from the base)."""
+        return cute.make_tensor(cute.recast_ptr(acc_tmem_ptr + col, dtype=self.sf_dtype), layout)
+
+    def tmem_columns(self, tCtAcc_fake) -> tuple[int, int]:
+        """(columns used, columns allocated) of TMEM; checked against the configs model."""
+        used = (tcgen05.find_tmem_tensor_col_offset(tCtAcc_fake)
+                + self.num_sfa_tmem_cols + 2 * self.num_sfb_tmem_cols)
+        alloc = max(32, 1 << math.ceil(math.log2(used)))
+        assert used == configs.sm100_tmem_columns(self.cfg), (
+            f"TMEM columns {used} != configs model {configs.sm100_tmem_columns(self.cfg)}")
+        assert alloc == configs.tmem_alloc_columns(used) and alloc <= configs.TMEM_COLUMNS
+        return used, alloc
+
+    @cute.jit
+    def mma(
+        self, tile_ring, ab_pipeline, acc_pipeline, tmem, tiled_mma, is_leader_cta,
+        tCtAcc_fake, sA, sB1, sB2, sSFA, sSFB1, sSFB2,
+        sfa_smem_layout_staged, sfb_smem_layout_staged, k_tile_cnt,
+    ):
+        """Leader CTA: per k-block copy the scales to TMEM and issue both GEMMs."""
+        tmem.wait_for_alloc()
+        acc_tmem_ptr = tmem.retrieve_ptr(self.acc_dtype)
+        # (MMA, MMA_M, MMA_N, 2 * ACC_STAGE)
+        tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
+        sfa_layout, sfb_layout, sf_cols = self._tmem_sf_layouts(
+            tCtAcc_fake, sfa_smem_layout_staged, sfb_smem_layout_staged)
+        # (MMA, MMA_M, MMA_K) SFA in TMEM
+        tCtSFA = self._tmem_sf(acc_tmem_ptr, sf_cols[0], sfa_layout)
+        # (MMA, MMA_N, MMA_K) SFB1, SFB2 in TMEM (128 rows of N each)
+        tCtSFB1 = self._tmem_sf(acc_tmem_ptr, sf_cols[1], sfb_layout)
+        tCtSFB2 = self._tmem_sf(acc_tmem_ptr, sf_cols[2], sfb_layout)
+        s2t_sfa, tCsSFA_s2t, tCtSFA_s2t = self._s2t_copy_and_partition(sSFA, tCtSFA)
+        s2t_sfb1, tCsSFB1_s2t, tCtSFB1_s2t = self._s2t_copy_and_partition(sSFB1, tCtSFB1)
+        s2t_sfb2, tCsSFB2_s2t, tCtSFB2_s2t = self._s2t_copy_and_partition(sSFB2, tCtSFB2)
+        # (MMA, MMA_M, MMA_K, STAGE)
+        tCrA = tiled_mma.make_fragment_A(sA)
+        # (MMA, MMA_N, MMA_K, STAGE)
+        tCrB1 = tiled_mma.make_fragment_B(sB1)
+        # (MMA, MMA_N, MMA_K, STAGE)
+        tCrB2 = tiled_mma.make_fragment_B(sB2)
+        num_kblocks = cute.size(tCrA, mode=[2])
+
+        ring_state = pipeline.make_pipeline_state(
+            pipeline.PipelineUserType.Consumer, self.tile_ring_stages)
+        ab_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.num_ab_stage)
+        acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.num_acc_stage)
+
+        ring_state, tile_m, tile_n, tile_l, is_valid = tile_ring.fetch(ring_state)
+        while is_valid:
+            if is_leader_cta:
+                # (MMA, MMA_M, MMA_N) x 2 for this accumulator stage
+                tCtAcc1 = tCtAcc_base[(None, None, None, 2 * acc_state.index)]
+                tCtAcc2 = tCtAcc_base[(None, None, None, 2 * acc_state.index + 1)]
+                tCtSFB1_mma, tCtSFB2_mma = tCtSFB1, tCtSFB2
+                if cutlass.const_expr(self.cta_tile_n == 64):
+                    # SFB holds 128 rows; odd N=64 tiles use its upper half (2 columns on).
+                    shift = cutlass.Int32((tile_n % 2) * 2)
+                    tCtSFB1_mma = self._tmem_sf(acc_tmem_ptr, sf_cols[1] + shift, sfb_layout)
+                    tCtSFB2_mma = self._tmem_sf(acc_tmem_ptr, sf_cols[2] + shift, sfb_layout)
+
+                ab_state.reset_count()
+                peek = cutlass.Boolean(1)
+                if ab_state.count < k_tile_cnt:
+                    peek = ab_pipeline.consumer_try_wait(ab_state)
+                acc_pipeline.producer_acquire(acc_state)
+                tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
+                for _k in range(k_tile_cnt):
+                    ab_pipeline.consumer_wait(ab_state, peek)
+                    stage = ab_state.index
+                    s2t_coord = (None, None, None, None, stage)
+                    cute.copy(s2t_sfa, tCsSFA_s2t[s2t_coord], tCtSFA_s2t)
+                    cute.copy(s2t_sfb1, tCsSFB1_s2t[s2t_coord], tCtSFB1_s2t)
+                    cute.copy(s2t_sfb2, tCsSFB2_s2t[s2t_coord], tCtSFB2_s2t)
+                    for kb in cutlass.range(num_kblocks, unroll_full=True):
+                        kcoord = (None, None, kb, stage)
+                        sf_coord = (None, None, kb)
+                        tiled_mma.set(tcgen05.Field.SFA, tCtSFA[sf_coord].iterator)
+                        tiled_mma.set(tcgen05.Field.SFB, tCtSFB1_mma[sf_coord].iterator)
+                        cute.gemm(tiled_mma, tCtAcc1, tCrA[kcoord], tCrB1[kcoord], tCtAcc1)
+                        tiled_mma.set(tcgen05.Field.SFB, tCtSFB2_mma[sf_coord].iterator)
+                        cute.gemm(tiled_mma, tCtAcc2, tCrA[kcoord], tCrB2[kcoord], tCtAcc2)
+                        tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
+                    ab_pipeline.consumer_release(ab_state)
+                    ab_state.advance()
+                    peek = cutlass.Boolean(1)
+                    if ab_state.count < k_tile_cnt:
+                        peek = ab_pipeline.consumer_try_wait(ab_state)
+                acc_pipeline.producer_commit(acc_state)
+                acc_state.advance()
+            ring_state, tile_m, tile_n, tile_l, is_valid = tile_ring.fetch(ring_state)
+
+        if is_leader_cta:
+            acc_pipeline.producer_tail(acc_state)
+
+    def _s2t_copy_and_partition(self, sSF, tSF):
+        """tcgen05.cp (4x32x128b) of one scale-factor operand: smem source per stage, TMEM
+        destination."""
+        # (MMA, MMA_MN, MMA_K, STAGE)
+        sSF_compact = cute.filter_zeros(sSF)
+        # (MMA, MMA_MN, MMA_K)
+        tSF_compact = cute.filter_zeros(tSF)
+        atom = cute.make_copy_atom(tcgen05.Cp4x32x128bOp(self.cta_group), self.sf_dtype)
+        tiled_copy = tcgen05.make_s2t_copy(atom, tSF_compact)
+        thr_copy = tiled_copy.get_slice(0)
+        # ((ATOM_V, REST_V), Rest_Tiler, MMA_MN, MMA_K, STAGE)
+        src = tcgen05.get_s2t_smem_desc_tensor(tiled_copy, thr_copy.partition_S(sSF_compact))
+        # ((ATOM_V, REST_V), Rest_Tiler, MMA_MN, MMA_K)
+        dst = thr_copy.partition_D(tSF_compact)
+        return tiled_copy, src, dst
+
+    # ------------------------------------------------------------------ epilogue warps
+
+    @cute.jit
+    def epilogue(self, tile_ring, acc_pipeline, tmem, tCtAcc_fake, tCgC, sC, tma_atom_c, epi_tile):
+        """TMEM -> registers -> silu(acc1) * acc2 -> fp16 smem -> TMA store, per subtile."""
+        _, alloc_cols = self.tmem_columns(tCtAcc_fake)
+        tmem.allocate(alloc_cols)
+        tmem.wait_for_alloc()
+        acc_tmem_ptr = tmem.retrieve_ptr(self.acc_dtype)
+        # (MMA, MMA_M, MMA_N, 2 * ACC_STAGE)
+        tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
+
+        tidx, _, _ = cute.arch.thread_idx()
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        tiled_t2r, tTR_tAcc_base, tTR_rAcc1 = self._t2r_copy_and_partition(
+            tidx, tCtAcc_base, tCgC, epi_tile)
+        # (T2R, T2R_M, T2R_N) fp32, second accumulator's registers
+        tTR_rAcc2 = cute.make_rmem_tensor(tTR_rAcc1.shape, self.acc_dtype)
+        # (T2R, T2R_M, T2R_N) fp16
+        tTR_rC = cute.make_rmem_tensor(tTR_rAcc1.shape, self.c_dtype)
+        atom_r2s = sm100_utils.get_smem_store_op(self.c_layout, self.c_dtype, self.acc_dtype, tiled_t2r)
+        tiled_r2s = cute.make_tiled_copy_D(atom_r2s, tiled_t2r)
+        # (R2S, R2S_M, R2S_N, STAGE)
+        tRS_sC = tiled_r2s.get_slice(tidx).partition_D(sC)
+        # (R2S, R2S_M, R2S_N)
+        tRS_rC = tiled_r2s.retile(tTR_rC)
+        # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, RestM, RestN, RestL)
+        gC_epi = cute.flat_divide(tCgC[((None, None), 0, 0, None, None, None)], epi_tile)
+        # ((ATOM_V, REST_V), STAGE) / ((ATOM_V, REST_V), EPI_M, EPI_N, RestM, RestN, RestL)
+        bSG_sC, bSG_gC_all = cpasync.tma_partition(
+            tma_atom_c, 0, cute.make_layout(1),
+            cute.group_modes(sC, 0, 2), cute.group_modes(gC_epi, 0, 2))
+
+        c_pipeline = pipeline.PipelineTmaStore.create(
+            num_stages=self.num_c_stage,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32 * len(EPI_WARPS)),
+        )
+        ring_state = pipeline.make_pipeline_state(
+            pipeline.PipelineUserType.Consumer, self.tile_ring_stages)
+        acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.num_acc_stage)
+        c_buffer = cutlass.Int32(0)
+
+        ring_state, tile_m, tile_n, tile_l, is_valid = tile_ring.fetch(ring_state)
+        while is_valid:
+            # ((ATOM_V, REST_V), EPI_M * EPI_N)
+            bSG_gC = cute.group_modes(bSG_gC_all[(None, None, None, tile_m, tile_n, tile_l)], 1, 3)
+            # (T2R, T2R_M, T2R_N, EPI_M * EPI_N) for acc1 and acc2 of this stage
+            tTR_tAcc1 = cute.group_modes(
+                tTR_tAcc_base[(None, None, None, None, None, 2 * acc_state.index)], 3, 5)
+            tTR_tAcc2 = cute.group_modes(
+                tTR_tAcc_base[(None, None, None, None, None, 2 * acc_state.index + 1)], 3, 5)
+            acc_pipeline.consumer_wait(acc_state)
+
+            subtile_cnt = cute.size(tTR_tAcc1.shape, mode=[3])
+            for sub in cutlass.range(subtile_cnt):
+                cute.copy(tiled_t2r, tTR_tAcc1[(None, None, None, sub)], tTR_rAcc1)
+                cute.copy(tiled_t2r, tTR_tAcc2[(None, None, None, sub)], tTR_rAcc2)
+                if sub == subtile_cnt - 1:
+                    # Last TMEM read of this stage: hand it back to the MMA warp before the
+                    # math and the store.
+                    cute.arch.fence_view_async_tmem_load()
+                    with cute.arch.elect_one():
+                        acc_pipeline.consumer_release(acc_state)
+                for i in cutlass.range_constexpr(cute.size(tTR_rC)):
+                    tTR_rC[i] = silu_mul(tTR_rAcc1[i], tTR_rAcc2[i]).to(self.c_dtype)
+
+                cute.copy(tiled_r2s, tRS_rC, tRS_sC[(None, None, None, c_buffer)])
+                # Make the generic-proxy smem writes visible to the TMA (async proxy).
+                cute.arch.fence_proxy(
+                    cute.arch.ProxyKind.async_shared, space=cute.arch.SharedSpace.shared_cta)
+                self.epi_barrier.arrive_and_wait()
+                if warp_idx == Warp.EPI0:
+                    cute.copy(tma_atom_c, bSG_sC[(None, c_buffer)], bSG_gC[(None, sub)])
+                    c_pipeline.producer_commit()
+                    c_pipeline.producer_acquire()  # the next buffer's old store has read it
+                self.epi_barrier.arrive_and_wait()
+                c_buffer = (c_buffer + 1) % self.num_c_stage
+            acc_state.advance()
+            ring_state, tile_m, tile_n, tile_l, is_valid = tile_ring.fetch(ring_state)
+
+        tmem.relinquish_alloc_permit()
+        self.epi_barrier.arrive_and_wait()
+        tmem.free(acc_tmem_ptr)
+        c_pipeline.producer_tail()
+
+    def _t2r_copy_and_partition(self, tidx, tCtAcc, tCgC, epi_tile):
+        """tcgen05.ld tiled copy of one epilogue subtile, its TMEM source partition over all
+        subtiles and stages, and the fp32 register fragment it fills."""
+        atom = sm100_utils.get_tmem_load_op(
+            self.cta_tile_shape_mnk, self.c_layout, self.c_dtype, self.acc_dtype,
+            epi_tile, self.use_2cta)
+        # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, STAGE)
+        tAcc_epi = cute.flat_divide(tCtAcc[((None, None), 0, 0, None)], epi_tile)
+        tiled_t2r = tcgen05.make_tmem_copy(atom, tAcc_epi[(None, None, 0, 0, 0)])
+        thr_t2r = tiled_t2r.get_slice(tidx)
+        # (T2R, T2R_M, T2R_N, EPI_M, EPI_N, STAGE)
+        tTR_tAcc = thr_t2r.partition_S(tAcc_epi)
+        # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, RestM, RestN, RestL)
+        gC_epi = cute.flat_divide(tCgC[((None, None), 0, 0, None, None, None)], epi_tile)
+        # (T2R, T2R_M, T2R_N, EPI_M, EPI_N, RestM, RestN, RestL)
+        tTR_gC = thr_t2r.partition_D(gC_epi)
+        # (T2R, T2R_M, T2R_N) fp32
+        tTR_rAcc = cute.make_rmem_tensor(tTR_gC[(None, None, None, 0, 0, 0, 0, 0)].shape, self.acc_dtype)
+        return tiled_t2r, tTR_tAcc, tTR_rAcc
+
+
+# ---------------------------------------------------------------------------- host helpers
+
+
+def max_active_clusters(config: KernelConfig) -> int:
+    """Clusters resident at once on a B200 (one CTA per SM), the compile-time stand-in."""
+    return (SM_COUNT // (config.cluster_mn[0] * config.cluster_mn[1])) * config.occupancy
+
+
+_ACTIVE_CLUSTERS: dict[tuple[int, int], int] = {}
+
+
+def device_max_active_clusters(config: KernelConfig, device: int) -> int:
+    """What the driver reports for this cluster size on `device` (cached): a GPC whose SM
+    count is odd cannot host as many 2-CTA clusters as SM_COUNT // 2."""
+    size = config.cluster_mn[0] * config.cluster_mn[1]
+    key = (device, size)
+    if key not in _ACTIVE_CLUSTERS:
+        _ACTIVE_CLUSTERS[key] = utils.HardwareInfo(device).get_max_active_clusters(size)
+    return _ACTIVE_CLUSTERS[key] * config.occupancy
+
+
+def shared_storage_bytes(config: KernelConfig) -> int:
+    """Bytes of the kernel's SharedStorage (the kernel asserts it equals this model)."""
+    return configs.sm100_smem_bytes(config)
+
+
+def compile_args(config: KernelConfig, m: int, n: int, k: int, l: int) -> tuple:
+    """Arguments for `cute.compile(Sm100DualGemmKernel(config), *args, options=...)` with
+    fake device pointers (CPU compile)."""
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    def ptr(dtype, i):
+        return make_ptr(dtype, 16 * (i + 1) * 1024, cute.AddressSpace.gmem, assumed_align=16)
+
+    fp4, e4m3 = cutlass.Float4E2M1FN, cutlass.Float8E4M3FN
+    return (
+        ptr(fp4, 0), ptr(fp4, 1), ptr(fp4, 2), ptr(e4m3, 3), ptr(e4m3, 4), ptr(e4m3, 5),
+        ptr(cutlass.Float16, 6),
+        cutlass.Int32(m), cutlass.Int32(n), cutlass.Int32(k), cutlass.Int32(l),
+        cutlass.Int32(max_active_clusters(config)),
+        make_fake_stream(),
+    )
+
+
+def runtime_args(data, config: KernelConfig, stream=None) -> tuple:
+    """The same tuple from a leaderboard data tuple
+    (a, b1, b2, sfa, sfb1, sfb2, sfa_perm, sfb1_perm, sfb2_perm, c) on the GPU."""
+    import torch
+    from cutlass.cute.runtime import make_ptr
+
+    a, b1, b2, _sfa, _sfb1, _sfb2, sfa_perm, sfb1_perm, sfb2_perm, c = data
+    m, k2, l = a.shape
+    n = b1.shape[0]
+    if stream is None:
+        stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+
+    def ptr(dtype, t):
+        return make_ptr(dtype, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
+
+    fp4, e4m3 = cutlass.Float4E2M1FN, cutlass.Float8E4M3FN
+    return (
+        ptr(fp4, a), ptr(fp4, b1), ptr(fp4, b2),
+        ptr(e4m3, sfa_perm), ptr(e4m3, sfb1_perm), ptr(e4m3, sfb2_perm),
+        ptr(cutlass.Float16, c),
+        cutlass.Int32(m), cutlass.Int32(n), cutlass.Int32(2 * k2), cutlass.Int32(l),
+        cutlass.Int32(device_max_active_clusters(config, a.device.index or 0)),
+        stream,
+    )
