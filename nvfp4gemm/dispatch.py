@@ -1,11 +1,19 @@
 """`custom_kernel(data)`: the leaderboard entry point for both problems on both GPUs.
 
-validate (host, before anything is written) -> pick the arch from the GPU -> pick the
-config -> compile once per (problem, arch, config) -> build the launch arguments -> launch.
-The per-shape plan is cached, so a repeated call costs a dict lookup plus argument packing.
+First call with an input: validate (host, before anything is written) -> arch from the GPU
+-> config -> compile once per (problem, arch, config) -> launch arguments.  Those steps cost
+~50 µs (dual) to ~300 µs (8 groups) of Python, as much as the kernels themselves, so the
+prepared launch is kept for the most recent inputs and reused while the call passes the
+very same tensor objects (identity, checked per tensor; the entry holds references, so an
+id cannot be recycled) and the same problem sizes.  A new tensor anywhere, e.g. a list
+element replaced in a grouped input, misses the cache and is validated in full.  (A tensor
+whose storage is swapped in place with `Tensor.set_` keeps its identity: don't.)
 """
 
 from __future__ import annotations
+
+import operator
+from collections import OrderedDict
 
 import torch
 from cuda.bindings.driver import CUstream
@@ -15,6 +23,8 @@ from nvfp4gemm import harness
 from nvfp4gemm.validate import arch_of_capability, validate_device, validate_dual, validate_group
 
 _PLANS: dict[tuple, tuple] = {}
+_RECENT: OrderedDict = OrderedDict()  # id(data) -> _Prepared
+_RECENT_MAX = 8
 
 
 def _capability(device: torch.device) -> tuple[int, int]:
@@ -29,22 +39,60 @@ def plan(problem: str, shape, device: torch.device):
         arch = arch_of_capability(_capability(device))
         cfg = select_config(problem, arch, shape)
         mod, cls = harness.kernel_module(problem, arch)
-        if hasattr(cls, "can_implement"):
-            cls.can_implement(cfg, *shape) if problem == "dual" else cls.can_implement(cfg, shape)
+        cls.can_implement(cfg, *shape) if problem == "dual" else cls.can_implement(cfg, shape)
         ck = harness.compile_kernel(problem, arch, cfg, shape)
         p = _PLANS[key] = (arch, cfg, ck, mod)
     return p
 
 
-def custom_kernel(data):
+def _identity(data):
+    """The tensor objects and sizes a prepared launch depends on."""
+    if len(data) == 10:
+        return tuple(data), None
+    abc, sfs, sfs_p, sizes = data
+    objs = tuple(t for grp in abc for t in grp) + tuple(t for grp in sfs_p for t in grp) + \
+        tuple(t for grp in sfs for t in grp)
+    return objs, [tuple(s) for s in sizes]
+
+
+class _Prepared:
+    __slots__ = ("data", "objs", "sizes", "device", "fn", "args", "stream_handle", "result")
+
+
+def _prepare(data) -> _Prepared:
     if isinstance(data, (tuple, list)) and len(data) == 10:
         problem, (shape, used) = "dual", validate_dual(data)
     else:
         problem, (shape, used) = "group", validate_group(data)
     device = validate_device(used)
     _arch, cfg, ck, mod = plan(problem, shape, device)
-    stream = CUstream(torch.cuda.current_stream(device).cuda_stream)
-    ck.fn(*mod.runtime_args(data, cfg, stream))
-    if problem == "dual":
-        return data[-1]
-    return [c for (_a, _b, c) in data[0]]
+    handle = torch.cuda.current_stream(device).cuda_stream
+    p = _Prepared()
+    p.data = data
+    p.device = device
+    p.objs, p.sizes = _identity(data)
+    p.fn = ck.fn
+    # kernel modules put the stream last (harness contract)
+    p.args = mod.runtime_args(data, cfg, CUstream(handle))
+    p.stream_handle = handle
+    p.result = data[-1] if problem == "dual" else [c for (_a, _b, c) in data[0]]
+    return p
+
+
+def custom_kernel(data):
+    p = _RECENT.get(id(data))
+    if p is not None:
+        objs, sizes = _identity(data)
+        if not (sizes == p.sizes and len(objs) == len(p.objs) and all(map(operator.is_, objs, p.objs))):
+            p = None
+    if p is None:
+        p = _prepare(data)
+        _RECENT[id(data)] = p
+        while len(_RECENT) > _RECENT_MAX:
+            _RECENT.popitem(last=False)
+    handle = torch.cuda.current_stream(p.device).cuda_stream
+    if handle != p.stream_handle:  # e.g. inside CUDA-graph capture
+        p.args = p.args[:-1] + (CUstream(handle),)
+        p.stream_handle = handle
+    p.fn(*p.args)
+    return p.result

@@ -11,7 +11,8 @@ Kernel modules follow one contract:
   compile_args(config, *shape)       fake arguments for cute.compile (dual: m, n, k, l)
   compile_args(config, shapes)       (grouped: tuple of per-group (m, n, k))
   runtime_args(data, config, stream) the same tuple built from real tensors (stream: a
-                                     cuda.bindings.driver.CUstream from the dispatcher)
+                                     cuda.bindings.driver.CUstream from the dispatcher,
+                                     always the LAST argument: the dispatcher swaps it)
   shared_storage_bytes(config)       optional: the shared memory the kernel allocates
 """
 
