@@ -26,13 +26,6 @@ def silu_mul(x1: cutlass.Float32, x2: cutlass.Float32) -> cutlass.Float32:
     return (x1 * r) * x2
 
 
-def silu_mul_fragment(acc1: cute.Tensor, acc2: cute.Tensor, out: cute.Tensor):
-    """out[i] = silu(acc1[i]) * acc2[i] over register fragments of equal size (fp32 in,
-    `out`'s element type out)."""
-    for i in cutlass.range_constexpr(cute.size(out)):
-        out[i] = silu_mul(acc1[i], acc2[i]).to(out.element_type)
-
-
 def silu_mul_emulated(x1, x2, ex2_err: float = 0.0, rcp_err: float = 0.0):
     """CPU emulation (torch fp32 tensors) of `silu_mul`, with the approximate instructions'
     relative errors set to `ex2_err` and `rcp_err` (e.g. +-EX2_REL_ERR)."""

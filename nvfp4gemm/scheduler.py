@@ -148,3 +148,51 @@ class TileInfoPipeline:
             self.pipe.consumer_release(state)
         state.advance()
         return state, m_tile, n_tile, l_idx, valid
+
+
+# ------------------------------------------------------- grouped problems, MMA coordinates
+# (sm_100a grouped GEMM.)  "MMA coordinates": the MMA's M side runs over the rows of the
+# operand fed as A.  Without swap_ab that is the group's M; with swap_ab (C^T = B A^T) it is
+# the group's N, and the MMA's N side runs over the group's M.
+
+
+def grouped_mma_tiles(cfg: KernelConfig, shapes) -> list[tuple[int, int]]:
+    """Per group (tiles along the MMA's M, tiles along the MMA's N) of cfg.mma_tile_mn."""
+    tm, tn = cfg.mma_tile_mn
+    out = []
+    for m, n, _k in shapes:
+        mm, nn = (n, m) if cfg.swap_ab else (m, n)
+        out.append((ceil_div(mm, tm), ceil_div(nn, tn)))
+    return out
+
+
+def grouped_tile_offsets(cfg: KernelConfig, shapes) -> list[int]:
+    """Prefix sums of per-group MMA-tile counts (len(shapes) + 1 entries)."""
+    offs = [0]
+    for tm, tn in grouped_mma_tiles(cfg, shapes):
+        offs.append(offs[-1] + tm * tn)
+    return offs
+
+
+def blocked_tile_range(cluster, num_clusters, num_tiles):
+    """Contiguous share [start, end) of the linear tiles for `cluster` (host ints or device
+    Int32).  Unlike the strided c, c + G, ... walk, consecutive tiles stay in one group for
+    as long as the group lasts, so a CTA changes TMA descriptors at most once per group it
+    touches; shares differ by at most one tile."""
+    start = (cluster * num_tiles) // num_clusters
+    end = ((cluster + 1) * num_tiles) // num_clusters
+    return start, end
+
+
+def group_and_rank(idx, offsets, num_groups: int):
+    """(g, idx - offsets[g]) with offsets[g] <= idx < offsets[g+1].  Like `group_of_tile`,
+    but the base is selected in the same branch-free scan (offsets are non-decreasing), so
+    `offsets` may be a register tensor indexed only by compile-time indices (no local
+    memory).  Entries past the last group must hold the total tile count."""
+    g = cutlass.Int32(0)
+    base = cutlass.Int32(0)
+    for i in range(1, num_groups):  # plain function: a Python loop unrolls at trace time
+        passed = cutlass.Int32(idx >= offsets[i])
+        g = g + passed
+        base = cutlass.max(base, passed * offsets[i])
+    return g, idx - base
