@@ -193,6 +193,9 @@ def check_shape(problem: str, shape) -> list[str]:
     errs = []
     if problem == "dual":
         m, n, k, l = shape
+        for name, v in (("M", m), ("N", n), ("K", k)):
+            if v < 1:
+                errs.append(f"{name}={v} must be >= 1")
         if m % 128:
             errs.append(f"M={m} must be a multiple of 128")
         if n % 64:
@@ -205,8 +208,9 @@ def check_shape(problem: str, shape) -> list[str]:
         if not 1 <= len(shape) <= 16:
             errs.append(f"{len(shape)} groups: 1 to 16 supported")
         for g, (m, n, k) in enumerate(shape):
-            if m < 1:
-                errs.append(f"group {g}: M={m} must be >= 1")
+            for name, v in (("M", m), ("N", n), ("K", k)):
+                if v < 1:
+                    errs.append(f"group {g}: {name}={v} must be >= 1")
             if n % 64:
                 errs.append(f"group {g}: N={n} must be a multiple of 64")
             if k % K_BLOCK:
@@ -247,6 +251,18 @@ def _sm100_acc_stages(cfg: KernelConfig) -> KernelConfig:
     return two if sm100_tmem_columns(two) <= TMEM_COLUMNS else replace(cfg, acc_stages=1)
 
 
+def _sm100_group_swap_ab() -> KernelConfig:
+    """sm_100a grouped GEMM computing C^T = B A^T: the 2-CTA MMA's 256-row M side runs over
+    N (large, N % 256 == 0 on every benchmark), its 128-wide N side over the small ragged M
+    (40..384), so little of the MMA is padding and each CTA loads 128 rows of B and 64 of A
+    per k-block (28 KB with scales).  Raster "n" (MMA coordinates) walks a group's M tiles
+    first: consecutive tiles of a CTA share one B block (L2 hit).  2 accumulator stages
+    (288 TMEM columns -> 512 allocated), 6 AB stages (189 KB shared memory)."""
+    cfg = KernelConfig("group", "sm_100a", (256, 128), cta_group=2, cluster_mn=(2, 1),
+                       swap_ab=True, raster="n", epi_tile_mn=(128, 32))
+    return _fill_stages(_sm100_acc_stages(cfg), cap=6)
+
+
 def default_config(problem: str, arch: str, shape) -> KernelConfig:
     if arch == "sm_100a":
         if problem == "dual":
@@ -262,6 +278,10 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
                 # buffer: halve N so the epilogue overlaps the next tile's mainloop.
                 cfg = _sm100_acc_stages(replace(cfg, mma_tile_mn=(128 * cg, 64)))
             return _fill_stages(cfg, cap=6)
+        # grouped (notes/sm100_group.md): C^T = B A^T on the 2-CTA MMA when every N allows
+        # it; otherwise 128 x tn tiles over (M, N), 1-CTA.  Ragged M either way.
+        if all(n % 256 == 0 for _, n, _ in shape):
+            return _sm100_group_swap_ab()
         tn = 128 if all(n % 128 == 0 for _, n, _ in shape) else 64
         cfg = KernelConfig(problem, arch, (128, tn), epi_tile_mn=(128, 32))
         return _fill_stages(_sm100_acc_stages(cfg), cap=6)
@@ -334,8 +354,20 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # waves); cluster (4,1) multicasts B as above.
     ("sm_100a", "dual", DUAL_BENCHMARKS[3]): _fill_stages(KernelConfig(
         "dual", "sm_100a", (256, 128), cta_group=2, cluster_mn=(4, 1), acc_stages=1), cap=6),
-    # --- sm_100a grouped (default rule: 128x128, 1-CTA; ragged M handled by bounds) -----
-    **{("sm_100a", "group", s): default_config("group", "sm_100a", s) for s in GROUP_BENCHMARKS},
+    # --- sm_100a grouped: swap_ab on the 2-CTA MMA, 256 (over N) x 128 (over M) --------
+    # One config for all four cases, so one compile serves them (shapes are run-time).
+    # Pair tiles / 74 clusters (148 SMs) and padding of M (notes/sm100_group.md):
+    # N=4096 K=7168 g=8: 16 N-blocks x 11 M-tiles = 176 tiles, 2.4 per cluster; HBM-bound
+    #   on B (117 MB); 1-CTA 128x128 without swap needs 36 KB instead of 28 KB per CTA per
+    #   k-block for the same 2.4 tiles per SM.
+    ("sm_100a", "group", GROUP_BENCHMARKS[0]): _sm100_group_swap_ab(),
+    # N=7168 K=2048 g=8: 28 x 13 = 364 tiles, 4.9 per cluster; M padding 1024 -> 1664 rows.
+    ("sm_100a", "group", GROUP_BENCHMARKS[1]): _sm100_group_swap_ab(),
+    # N=3072 K=4096 g=2 (M 192, 320): 12 x 5 = 60 tiles = 120 CTAs in one wave; M padded
+    #   512 -> 640 (vs 768 for 256-row tiles over M without swap).
+    ("sm_100a", "group", GROUP_BENCHMARKS[2]): _sm100_group_swap_ab(),
+    # N=4096 K=1536 g=2 (M 128, 384): 16 x 4 = 64 tiles = 128 CTAs, no M padding.
+    ("sm_100a", "group", GROUP_BENCHMARKS[3]): _sm100_group_swap_ab(),
     # --- sm_90a dual (default rule: 128x128, two consumer warpgroups) --------------------
     **{("sm_90a", "dual", s): default_config("dual", "sm_90a", s) for s in DUAL_BENCHMARKS},
     # --- sm_90a grouped (default rule) ----------------------------------------------------
