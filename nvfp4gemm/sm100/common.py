@@ -16,6 +16,8 @@ from cutlass._mlir.dialects import llvm
 from cutlass.cute.nvgpu import tcgen05
 from cutlass.cutlass_dsl import dsl_user_op
 
+import configs
+
 TENSORMAP_BYTES = 128  # one CUtensorMap
 
 
@@ -90,3 +92,28 @@ def prefetch_tensormap(tma_desc_ptr, *, loc=None, ip=None) -> None:
         None, [addr], "prefetch.tensormap [$0];", "l",
         has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
     )
+
+
+# ---------------------------------------------------------------- persistent grid size
+# (Same logic as dual_gemm.py's helpers; here so that a problem's bundled submission, which
+# leaves out the other problem's kernel module, has them.)
+
+SM_COUNT = configs.SM_COUNT["sm_100a"]  # B200 SMs
+
+
+def max_active_clusters(config) -> int:
+    """Clusters resident at once on a B200 (one CTA per SM), the compile-time stand-in."""
+    return (SM_COUNT // (config.cluster_mn[0] * config.cluster_mn[1])) * config.occupancy
+
+
+_ACTIVE_CLUSTERS: dict[tuple[int, int], int] = {}
+
+
+def device_max_active_clusters(config, device: int) -> int:
+    """What the driver reports for this cluster size on `device` (cached): a GPC whose SM
+    count is odd cannot host as many 2-CTA clusters as SM_COUNT // 2."""
+    size = config.cluster_mn[0] * config.cluster_mn[1]
+    key = (device, size)
+    if key not in _ACTIVE_CLUSTERS:
+        _ACTIVE_CLUSTERS[key] = utils.HardwareInfo(device).get_max_active_clusters(size)
+    return _ACTIVE_CLUSTERS[key] * config.occupancy

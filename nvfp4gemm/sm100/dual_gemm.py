@@ -44,8 +44,6 @@ from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.scheduler import TileInfoPipeline, linear_to_mnl
 from nvfp4gemm.sm100 import common
 
-# B200: SMs a persistent launch can fill.
-SM_COUNT = configs.SM_COUNT["sm_100a"]
 MMA_INST_PER_KBLOCK = 4  # tcgen05.mma kind::mxf4nvf4 has K = 64; a k-block is 256
 SF_ATOM_MN = 32  # rows per TMEM scale-factor column group
 SMEM_ALIGN = 1024  # alignment of every shared-memory buffer (128B-swizzle atoms)
@@ -842,29 +840,6 @@ class Sm100DualGemmKernel:
 # ---------------------------------------------------------------------------- host helpers
 
 
-def max_active_clusters(config: KernelConfig) -> int:
-    """Clusters resident at once on a B200 (one CTA per SM), the compile-time stand-in."""
-    return (SM_COUNT // (config.cluster_mn[0] * config.cluster_mn[1])) * config.occupancy
-
-
-_ACTIVE_CLUSTERS: dict[tuple[int, int], int] = {}
-
-
-def device_max_active_clusters(config: KernelConfig, device: int) -> int:
-    """What the driver reports for this cluster size on `device` (cached): a GPC whose SM
-    count is odd cannot host as many 2-CTA clusters as SM_COUNT // 2.  Any cluster count is
-    correct (the static schedule covers every tile); only speed depends on it, so a failed
-    query falls back to the B200 estimate."""
-    size = config.cluster_mn[0] * config.cluster_mn[1]
-    key = (device, size)
-    if key not in _ACTIVE_CLUSTERS:
-        try:
-            _ACTIVE_CLUSTERS[key] = utils.HardwareInfo(device).get_max_active_clusters(size)
-        except Exception:  # noqa: BLE001 - performance hint only
-            _ACTIVE_CLUSTERS[key] = SM_COUNT // size
-    return max(1, _ACTIVE_CLUSTERS[key]) * config.occupancy
-
-
 def shared_storage_bytes(config: KernelConfig) -> int:
     """Bytes of the kernel's SharedStorage (the kernel asserts it equals this model)."""
     return configs.sm100_smem_bytes(config)
@@ -883,7 +858,7 @@ def compile_args(config: KernelConfig, m: int, n: int, k: int, l: int) -> tuple:
         ptr(fp4, 0), ptr(fp4, 1), ptr(fp4, 2), ptr(e4m3, 3), ptr(e4m3, 4), ptr(e4m3, 5),
         ptr(cutlass.Float16, 6),
         cutlass.Int32(m), cutlass.Int32(n), cutlass.Int32(k), cutlass.Int32(l),
-        cutlass.Int32(max_active_clusters(config)),
+        cutlass.Int32(common.max_active_clusters(config)),
         make_fake_stream(),
     )
 
@@ -909,6 +884,6 @@ def runtime_args(data, config: KernelConfig, stream=None) -> tuple:
         ptr(e4m3, sfa_perm), ptr(e4m3, sfb1_perm), ptr(e4m3, sfb2_perm),
         ptr(cutlass.Float16, c),
         cutlass.Int32(m), cutlass.Int32(n), cutlass.Int32(2 * k2), cutlass.Int32(l),
-        cutlass.Int32(device_max_active_clusters(config, a.device.index or 0)),
+        cutlass.Int32(common.device_max_active_clusters(config, a.device.index or 0)),
         stream,
     )

@@ -1,0 +1,216 @@
+"""Compile-only checks of the sm_100a grouped GEMM (no Blackwell GPU needed), and CPU checks of
+its host-side descriptor/workspace cache.
+
+Compiles every sm_100a grouped CONFIG_MAP entry and the config `select_config` picks for each
+leaderboard grouped test case (distinct configs once: the kernel takes shapes, pointers and
+the group count at run time), then checks the PTX: NVFP4 block-scaled tcgen05.mma with
+16-element scale blocks, the main kernel reading per-group descriptors (tensormap acquire +
+prefetch) and never editing one, no spills, no stack frame, shared memory within one CTA per
+SM.  The setup-only function of each config: one tensormap.replace of the address and one
+release copy per descriptor (A, B, SFA, SFB, C), no MMA.
+"""
+
+import re
+
+import pytest
+import torch
+
+import configs
+from configs import KernelConfig
+from nvfp4gemm import harness
+from nvfp4gemm.sm100 import grouped_gemm as gg
+from nvfp4gemm.sm100.grouped_gemm import Sm100GroupedGemmKernel
+
+SMEM_LIMIT = 232448  # 227 KB per CTA on sm_100a
+
+# M = 1 and 16 groups (the limits), with the 1-CTA 128x64 path (N % 128 != 0).
+_EXTRA_SHAPES = [tuple((1 + 7 * g, 192, 256) for g in range(16))]
+
+
+def _cases():
+    """(config, shapes) per distinct config, the first shapes that select it."""
+    seen = {}
+    for (arch, problem, shapes), cfg in configs.CONFIG_MAP.items():
+        if arch == "sm_100a" and problem == "group":
+            seen.setdefault(cfg, shapes)
+    for shapes in configs.GROUP_TESTS + configs.GROUP_BENCHMARKS + _EXTRA_SHAPES:
+        seen.setdefault(configs.select_config("group", "sm_100a", shapes), shapes)
+    return list(seen.items())
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("cfg,shapes", CASES, ids=[f"{c.short()}" for c, _ in CASES])
+def test_compiles_nvfp4_mma_no_spills(cfg, shapes, tmp_path):
+    for s in [shapes] + [s for s in configs.GROUP_TESTS + configs.GROUP_BENCHMARKS
+                         if configs.select_config("group", "sm_100a", s) == cfg]:
+        Sm100GroupedGemmKernel.can_implement(cfg, s)
+    ck = harness.compile_kernel("group", "sm_100a", cfg, shapes, dump_dir=str(tmp_path))
+    assert ck.ptx_path, "no PTX dumped"
+    ptx = harness.read_ptx(ck.ptx_path)
+
+    mmas = set(re.findall(r"tcgen05\.mma\.cta_group::(\d)\.kind::(\w+)\.block_scale([\w:.]*)", ptx))
+    assert mmas, "no block-scaled tcgen05.mma in the PTX"
+    for cta_group, kind, suffix in mmas:
+        assert int(cta_group) == cfg.cta_group, mmas
+        assert kind == "mxf4nvf4", mmas
+        # 16-element scale blocks: PTX 8.8 spells it .scale_vec::4X, newer PTX .block16.
+        assert (".scale_vec::4X" in suffix or ".block16" in suffix), mmas
+        assert "scale_vec::2X" not in suffix and "block32" not in suffix, mmas
+
+    # The main kernel never edits a descriptor; it loads through per-group descriptor
+    # pointers, acquired and prefetched when its group changes.
+    assert ptx.count(".entry ") == 1
+    assert "tensormap.replace" not in ptx and "tensormap.cp_fenceproxy" not in ptx
+    assert "fence.proxy.tensormap::generic.acquire" in ptx
+    assert "prefetch.tensormap" in ptx
+
+    assert ck.spill_bytes == 0, f"{ck.spill_bytes} bytes of spills"
+    assert ck.stack_bytes == 0, f"{ck.stack_bytes} bytes of stack frame"
+    assert ck.smem_bytes <= SMEM_LIMIT, f"shared memory {ck.smem_bytes} B > {SMEM_LIMIT} B"
+
+
+@pytest.mark.parametrize("cfg", [c for c, _ in CASES], ids=[c.short() for c, _ in CASES])
+def test_setup_function_writes_each_descriptor_once(cfg, tmp_path):
+    gg.compile_setup(cfg, dump_dir=str(tmp_path))
+    ptx_files = sorted(tmp_path.glob("*.sm_100a.ptx"))
+    assert ptx_files, "no PTX dumped"
+    ptx = harness.read_ptx(str(ptx_files[-1]))
+    assert ptx.count(".entry ") == 1 and "kernel_cutlass_setup_kernel" in ptx
+    assert ptx.count("tensormap.replace.tile.global_address") == len(gg.Desc)
+    assert ptx.count("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu") == len(gg.Desc)
+    assert "tcgen05.mma" not in ptx
+
+
+@pytest.mark.parametrize("shapes,needle", [
+    (((128, 96, 256),), "N=96"),
+    (((128, 256, 300),), "K=300"),
+    (((0, 256, 256),), "M=0"),
+    (((64, 0, 256),), "N=0"),
+    (((64, 256, 0),), "K=0"),
+    (tuple((64, 256, 256) for _ in range(17)), "17 groups"),
+])
+def test_can_implement_names_the_broken_constraint(shapes, needle):
+    cfg = configs.select_config("group", "sm_100a", ((128, 256, 256),))
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        Sm100GroupedGemmKernel.can_implement(cfg, shapes)
+
+
+def test_can_implement_swap_needs_n_multiple_of_mma_m():
+    cfg = configs.CONFIG_MAP[("sm_100a", "group", configs.GROUP_BENCHMARKS[0])]
+    assert cfg.swap_ab
+    with pytest.raises(ValueError, match=re.escape("N=384")):
+        Sm100GroupedGemmKernel.can_implement(cfg, ((64, 384, 256),))
+
+
+def test_can_implement_rejects_wrong_config():
+    cfg = configs.select_config("group", "sm_90a", ((128, 256, 256),))
+    with pytest.raises(ValueError, match="sm_100a"):
+        Sm100GroupedGemmKernel.can_implement(cfg, ((128, 256, 256),))
+
+
+# ---------------------------------------------------------------- host tables and cache
+
+
+def test_host_tables_mma_coordinates_and_padding():
+    cfg = KernelConfig("group", "sm_100a", (256, 128), cta_group=2, cluster_mn=(2, 1), swap_ab=True)
+    shapes = ((40, 512, 256), (300, 256, 512))
+    rows, offsets, total = gg.host_tables(cfg, shapes)
+    # swap_ab: MMA M over N (256-row tiles), MMA N over M (128-wide tiles)
+    assert rows[0][:5] == [512, 40, 256, 2, 1]
+    assert rows[1][:5] == [256, 300, 512, 1, 3]
+    assert total == 2 * 1 + 1 * 3
+    assert offsets[:3] == [0, 2, 5] and all(o == total for o in offsets[2:])
+    assert len(rows) == gg.MAX_GROUPS and len(offsets) == 32
+
+
+class _Counter:
+    def __init__(self):
+        self.builds = 0
+
+    def __call__(self, key):
+        self.builds += 1
+        return gg.Workspace(buffer=None, args=(key,))
+
+
+def test_workspace_lookup_reuses_and_revalidates():
+    import collections
+
+    cache, build = collections.OrderedDict(), _Counter()
+    cfg = configs.select_config("group", "sm_100a", configs.GROUP_BENCHMARKS[3])
+    key = (cfg, ((128, 4096, 1536, 1),), (1000, 2000, 3000, 4000, 5000))
+    ws, setup = gg.workspace_lookup(cache, key, build)
+    assert setup and build.builds == 1
+    # Until the caller has launched the setup kernel, a hit still asks for it.
+    ws1, setup1 = gg.workspace_lookup(cache, key, build)
+    assert ws1 is ws and setup1 and build.builds == 1
+    ws.setup_done = True
+    # Same shapes and pointers: cached descriptors, no rebuild, no setup kernel.
+    ws2, setup2 = gg.workspace_lookup(cache, key, build)
+    assert ws2 is ws and not setup2 and build.builds == 1
+    # One pointer changed: new workspace and descriptors.
+    key3 = (cfg, key[1], (1000, 2000, 3000, 4000, 5008))
+    ws3, setup3 = gg.workspace_lookup(cache, key3, build)
+    assert ws3 is not ws and setup3 and build.builds == 2
+    ws3.setup_done = True
+    # Shapes changed with the same pointers: rebuild as well.
+    key4 = (cfg, ((64, 4096, 1536, 1),), key[2])
+    _ws4, setup4 = gg.workspace_lookup(cache, key4, build)
+    assert setup4 and build.builds == 3
+    # Back to the first tensors: still cached.
+    _ws5, setup5 = gg.workspace_lookup(cache, key, build)
+    assert not setup5 and build.builds == 3
+    # Least recently used entries are evicted beyond max_entries.
+    for i in range(3):
+        gg.workspace_lookup(cache, (cfg, key[1], (i,)), build, max_entries=3)
+    assert len(cache) == 3 and key not in cache
+
+
+def _cpu_group_data(shapes):
+    """Stand-in grouped input on the CPU (only pointers, shapes and devices are read)."""
+    abc, sfs, sfs_p, sizes = [], [], [], []
+    for m, n, k in shapes:
+        a = torch.empty(m * k // 2, dtype=torch.uint8)
+        b = torch.empty(n * k // 2, dtype=torch.uint8)
+        c = torch.empty(m * n * 2, dtype=torch.uint8)
+        sfa = torch.empty(configs.round_up(m, 128) * k // 16, dtype=torch.uint8)
+        sfb = torch.empty(configs.round_up(n, 128) * k // 16, dtype=torch.uint8)
+        abc.append((a, b, c))
+        sfs.append((None, None))
+        sfs_p.append((sfa, sfb))
+        sizes.append((m, n, k, 1))
+    return abc, sfs, sfs_p, sizes
+
+
+def test_cache_outlives_dispatcher_replays():
+    from nvfp4gemm import dispatch
+
+    assert gg._CACHE_ENTRIES >= 4 * dispatch._RECENT_MAX
+
+
+def test_runtime_args_cache_hit_builds_nothing(monkeypatch):
+    shapes = configs.GROUP_BENCHMARKS[1]
+    cfg = configs.select_config("group", "sm_100a", shapes)
+    data = _cpu_group_data(shapes)
+    stream = object()
+    setups = []
+    monkeypatch.setattr(gg, "_launch_setup", lambda c, ws, st: setups.append((ws, st)))
+    gg._WORKSPACES.clear()
+    first = gg.runtime_args(data, cfg, stream)
+    assert len(setups) == 1 and setups[0][1] is stream, "first call must launch the setup kernel"
+    assert first[-1] is stream and len(first) == len(gg.compile_args(cfg, shapes))
+    ws = next(iter(gg._WORKSPACES.values()))
+    table = ws.buffer[gg.WS_PTRS:gg.WS_SHAPES].view(torch.int64).view(gg.MAX_GROUPS, gg.NUM_DESC)
+    a, b, c = data[0][0]
+    sfa, sfb = data[2][0]
+    # swap_ab: the MMA's A is the group's B
+    assert table[0].tolist() == [b.data_ptr(), a.data_ptr(), sfb.data_ptr(), sfa.data_ptr(), c.data_ptr()]
+    second = gg.runtime_args(data, cfg, stream)
+    assert len(setups) == 1 and second == first and len(gg._WORKSPACES) == 1
+    # new C tensor for group 3 -> new descriptors
+    abc = list(data[0])
+    abc[3] = (abc[3][0], abc[3][1], torch.empty_like(abc[3][2]))
+    third = gg.runtime_args((abc, *data[1:]), cfg, stream)
+    assert len(setups) == 2 and third[0] is not first[0] and len(gg._WORKSPACES) == 2
+    gg._WORKSPACES.clear()
