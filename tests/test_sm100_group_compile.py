@@ -7,7 +7,8 @@ the group count at run time), then checks the PTX: NVFP4 block-scaled tcgen05.mm
 16-element scale blocks, the main kernel reading per-group descriptors (tensormap acquire +
 prefetch) and never editing one, no spills, no stack frame, shared memory within one CTA per
 SM.  The setup-only function of each config: one tensormap.replace of the address and one
-release copy per descriptor (A, B, SFA, SFB, C), no MMA.
+release copy per descriptor (A, B, SFA, SFB, C), no MMA.  The PTX and ptxas checks common
+to the dual GEMM's tests are in tests/kernel_checks.py.
 """
 
 import re
@@ -17,28 +18,15 @@ import torch
 
 import configs
 from configs import KernelConfig
+from kernel_checks import check_nvfp4_block_scaled_mma, check_resources, compile_with_ptx, sm100_cases
 from nvfp4gemm import harness
 from nvfp4gemm.sm100 import grouped_gemm as gg
 from nvfp4gemm.sm100.grouped_gemm import Sm100GroupedGemmKernel
 
-SMEM_LIMIT = 232448  # 227 KB per CTA on sm_100a
-
 # M = 1 and 16 groups (the limits), with the 1-CTA 128x64 path (N % 128 != 0).
 _EXTRA_SHAPES = [tuple((1 + 7 * g, 192, 256) for g in range(16))]
 
-
-def _cases():
-    """(config, shapes) per distinct config, the first shapes that select it."""
-    seen = {}
-    for (arch, problem, shapes), cfg in configs.CONFIG_MAP.items():
-        if arch == "sm_100a" and problem == "group":
-            seen.setdefault(cfg, shapes)
-    for shapes in configs.GROUP_TESTS + configs.GROUP_BENCHMARKS + _EXTRA_SHAPES:
-        seen.setdefault(configs.select_config("group", "sm_100a", shapes), shapes)
-    return list(seen.items())
-
-
-CASES = _cases()
+CASES = sm100_cases("group", _EXTRA_SHAPES)
 
 
 @pytest.mark.parametrize("cfg,shapes", CASES, ids=[f"{c.short()}" for c, _ in CASES])
@@ -46,18 +34,8 @@ def test_compiles_nvfp4_mma_no_spills(cfg, shapes, tmp_path):
     for s in [shapes] + [s for s in configs.GROUP_TESTS + configs.GROUP_BENCHMARKS
                          if configs.select_config("group", "sm_100a", s) == cfg]:
         Sm100GroupedGemmKernel.can_implement(cfg, s)
-    ck = harness.compile_kernel("group", "sm_100a", cfg, shapes, dump_dir=str(tmp_path))
-    assert ck.ptx_path, "no PTX dumped"
-    ptx = harness.read_ptx(ck.ptx_path)
-
-    mmas = set(re.findall(r"tcgen05\.mma\.cta_group::(\d)\.kind::(\w+)\.block_scale([\w:.]*)", ptx))
-    assert mmas, "no block-scaled tcgen05.mma in the PTX"
-    for cta_group, kind, suffix in mmas:
-        assert int(cta_group) == cfg.cta_group, mmas
-        assert kind == "mxf4nvf4", mmas
-        # 16-element scale blocks: PTX 8.8 spells it .scale_vec::4X, newer PTX .block16.
-        assert (".scale_vec::4X" in suffix or ".block16" in suffix), mmas
-        assert "scale_vec::2X" not in suffix and "block32" not in suffix, mmas
+    ck, ptx = compile_with_ptx("group", cfg, shapes, str(tmp_path))
+    check_nvfp4_block_scaled_mma(ptx, cfg.cta_group)
 
     # The main kernel never edits a descriptor; it loads through per-group descriptor
     # pointers, acquired and prefetched when its group changes.
@@ -66,9 +44,7 @@ def test_compiles_nvfp4_mma_no_spills(cfg, shapes, tmp_path):
     assert "fence.proxy.tensormap::generic.acquire" in ptx
     assert "prefetch.tensormap" in ptx
 
-    assert ck.spill_bytes == 0, f"{ck.spill_bytes} bytes of spills"
-    assert ck.stack_bytes == 0, f"{ck.stack_bytes} bytes of stack frame"
-    assert ck.smem_bytes <= SMEM_LIMIT, f"shared memory {ck.smem_bytes} B > {SMEM_LIMIT} B"
+    check_resources(ck)
 
 
 @pytest.mark.parametrize("cfg", [c for c, _ in CASES], ids=[c.short() for c, _ in CASES])

@@ -24,48 +24,22 @@ that overhang M or N are handled by TMA bounds (zero-filled loads, clipped store
 
 from __future__ import annotations
 
-import enum
-import math
-
 import cuda.bindings.driver as cuda
 
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 import cutlass.utils as utils
-import cutlass.utils.blackwell_helpers as sm100_utils
 import cutlass.utils.blockscaled_layout as blockscaled_utils
 from cutlass.cute.nvgpu import cpasync, tcgen05
-from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
+from cutlass.pipeline import pipeline_init_wait
 
 import configs
 from configs import K_BLOCK, SF_VEC, KernelConfig
 from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.scheduler import TileInfoPipeline, linear_to_mnl
 from nvfp4gemm.sm100 import common
-
-MMA_INST_PER_KBLOCK = 4  # tcgen05.mma kind::mxf4nvf4 has K = 64; a k-block is 256
-SF_ATOM_MN = 32  # rows per TMEM scale-factor column group
-SMEM_ALIGN = 1024  # alignment of every shared-memory buffer (128B-swizzle atoms)
-
-
-class Warp(enum.IntEnum):
-    EPI0 = 0
-    EPI1 = 1
-    EPI2 = 2
-    EPI3 = 3
-    MMA = 4
-    LOAD = 5
-
-
-EPI_WARPS = (Warp.EPI0, Warp.EPI1, Warp.EPI2, Warp.EPI3)
-
-
-class Barrier(enum.IntEnum):
-    """Named-barrier ids (0 is __syncthreads)."""
-
-    EPILOGUE = 1  # the 4 epilogue warps, around each C store
-    TMEM_ALLOC = 2  # epilogue + MMA warps, waiting for the TMEM pointer
+from nvfp4gemm.sm100.common import Warp
 
 
 class Sm100DualGemmKernel:
@@ -73,10 +47,8 @@ class Sm100DualGemmKernel:
         if config.arch != "sm_100a" or config.problem != "dual":
             raise ValueError(f"not an sm_100a dual config: {config}")
         self.cfg = config
-        self.a_dtype = cutlass.Float4E2M1FN
-        self.sf_dtype = cutlass.Float8E4M3FN
-        self.c_dtype = cutlass.Float16
-        self.acc_dtype = cutlass.Float32
+        self.a_dtype, self.sf_dtype = common.AB_DTYPE, common.SF_DTYPE
+        self.c_dtype, self.acc_dtype = common.C_DTYPE, common.ACC_DTYPE
         self.c_layout = utils.LayoutEnum.ROW_MAJOR
         self.use_2cta = config.cta_group == 2
         self.cta_group = tcgen05.CtaGroup.TWO if self.use_2cta else tcgen05.CtaGroup.ONE
@@ -84,22 +56,13 @@ class Sm100DualGemmKernel:
         # MMA tile (the CTA pair's with cta_group 2) and, for SFB, one CTA's M by N rounded
         # up to the 128-row scale-factor atom.
         self.mma_inst_shape_mn = tuple(config.mma_tile_mn)
-        self.mma_inst_shape_mn_sfb = (
-            config.mma_tile_mn[0] // config.cta_group,
-            configs.round_up(config.mma_tile_mn[1], 128),
-        )
+        self.mma_inst_shape_mn_sfb = common.sfb_mma_shape(config)
         self.cta_tile_n = config.mma_tile_mn[1]
         self.num_ab_stage = config.ab_stages
         self.num_acc_stage = config.acc_stages
         self.num_c_stage = config.epi_stages
         self.tile_ring_stages = TileInfoPipeline.stages_for(config.acc_stages)
-        self.threads_per_cta = 32 * len(Warp)
-        self.epi_barrier = pipeline.NamedBarrier(
-            barrier_id=int(Barrier.EPILOGUE), num_threads=32 * len(EPI_WARPS)
-        )
-        self.tmem_alloc_barrier = pipeline.NamedBarrier(
-            barrier_id=int(Barrier.TMEM_ALLOC), num_threads=32 * (len(EPI_WARPS) + 1)
-        )
+        self.epi_barrier, self.tmem_alloc_barrier = common.named_barriers()
 
     # ------------------------------------------------------------------ host-side checks
 
@@ -133,61 +96,27 @@ class Sm100DualGemmKernel:
 
     def _setup_attributes(self):
         """Tiled MMAs, tile shapes, cluster layouts and smem layouts (needs a jit context)."""
-        a_major = tcgen05.OperandMajorMode.K
-        self.tiled_mma = sm100_utils.make_blockscaled_trivial_tiled_mma(
-            self.a_dtype, a_major, a_major, self.sf_dtype, SF_VEC,
-            self.cta_group, self.mma_inst_shape_mn,
-        )
-        # SFB is loaded per CTA over N rounded up to 128 rows (1-CTA MMA shape).
-        self.tiled_mma_sfb = sm100_utils.make_blockscaled_trivial_tiled_mma(
-            self.a_dtype, a_major, a_major, self.sf_dtype, SF_VEC,
-            tcgen05.CtaGroup.ONE, self.mma_inst_shape_mn_sfb,
-        )
-        mma_inst_k = cute.size(self.tiled_mma.shape_mnk, mode=[2])
-        assert mma_inst_k * MMA_INST_PER_KBLOCK == K_BLOCK, "k-block must be 4 MMAs"
-        self.mma_tiler = (*self.mma_inst_shape_mn, K_BLOCK)
-        self.mma_tiler_sfb = (*self.mma_inst_shape_mn_sfb, K_BLOCK)
-        atom_thr = cute.size(self.tiled_mma.thr_id.shape)
-        self.cta_tile_shape_mnk = (self.mma_tiler[0] // atom_thr, self.mma_tiler[1], K_BLOCK)
-        assert self.cta_tile_shape_mnk[:2] == self.cfg.cta_tile_mn
-
-        # (V, M, N, K) CTA coordinates inside the cluster, V = CTA within the MMA pair
-        self.cluster_layout_vmnk = cute.tiled_divide(
-            cute.make_layout((*self.cluster_shape_mn, 1)), (self.tiled_mma.thr_id.shape,)
-        )
-        self.cluster_layout_sfb_vmnk = cute.tiled_divide(
-            cute.make_layout((*self.cluster_shape_mn, 1)), (self.tiled_mma_sfb.thr_id.shape,)
-        )
+        (self.tiled_mma, self.tiled_mma_sfb, self.mma_tiler, self.mma_tiler_sfb,
+         self.cta_tile_shape_mnk) = common.make_tiled_mmas(
+            self.a_dtype, self.sf_dtype, self.cta_group, self.mma_inst_shape_mn,
+            self.mma_inst_shape_mn_sfb, self.cfg.cta_tile_mn)
+        self.cluster_layout_vmnk, self.cluster_layout_sfb_vmnk = common.make_cluster_layouts(
+            self.cluster_shape_mn, self.tiled_mma, self.tiled_mma_sfb)
         self.num_mcast_ctas_a = cute.size(self.cluster_layout_vmnk.shape[2])
         self.num_mcast_ctas_b = cute.size(self.cluster_layout_vmnk.shape[1])
 
         em, en = self.cfg.epi_tile_mn
         self.epi_tile = (cute.make_layout(em), cute.make_layout(en))
 
-        # (MMA, MMA_M, MMA_K, STAGE) swizzled e2m1 tiles
-        self.a_smem_layout_staged = sm100_utils.make_smem_layout_a(
-            self.tiled_mma, self.mma_tiler, self.a_dtype, self.num_ab_stage
-        )
-        # (MMA, MMA_N, MMA_K, STAGE), shared by B1 and B2
-        self.b_smem_layout_staged = sm100_utils.make_smem_layout_b(
-            self.tiled_mma, self.mma_tiler, self.a_dtype, self.num_ab_stage
-        )
-        # (((32x4, RestM), (16x4, RestK)), MMA_M, MMA_K, STAGE)
-        self.sfa_smem_layout_staged = blockscaled_utils.make_smem_layout_sfa(
-            self.tiled_mma, self.mma_tiler, SF_VEC, self.num_ab_stage
-        )
-        # (((32x4, RestN), (16x4, RestK)), MMA_N, MMA_K, STAGE), shared by SFB1 and SFB2
-        self.sfb_smem_layout_staged = blockscaled_utils.make_smem_layout_sfb(
-            self.tiled_mma, self.mma_tiler, SF_VEC, self.num_ab_stage
-        )
-        # (EPI_M, EPI_N, STAGE) fp16
-        self.c_smem_layout_staged = sm100_utils.make_smem_layout_epi(
-            self.c_dtype, self.c_layout, self.epi_tile, self.num_c_stage
-        )
+        # B and SFB layouts serve both B1/B2 and SFB1/SFB2.
+        (self.a_smem_layout_staged, self.b_smem_layout_staged, self.sfa_smem_layout_staged,
+         self.sfb_smem_layout_staged, self.c_smem_layout_staged) = common.make_staged_smem_layouts(
+            self.tiled_mma, self.mma_tiler, self.a_dtype, self.c_dtype, self.c_layout,
+            self.epi_tile, self.num_ab_stage, self.num_c_stage)
 
         # TMEM columns: [acc1 s0 | acc2 s0 | acc1 s1 | acc2 s1 ...][SFA][SFB1][SFB2]
-        self.num_sfa_tmem_cols = (self.cta_tile_shape_mnk[0] // SF_ATOM_MN) * MMA_INST_PER_KBLOCK
-        self.num_sfb_tmem_cols = (self.mma_inst_shape_mn_sfb[1] // SF_ATOM_MN) * MMA_INST_PER_KBLOCK
+        self.num_sfa_tmem_cols, self.num_sfb_tmem_cols = common.sf_tmem_columns(
+            self.cta_tile_shape_mnk[0], self.mma_inst_shape_mn_sfb[1])
 
     def _expected_tx_bytes(self) -> int:
         """Bytes one k-block stage brings into a CTA pair's leader barrier, from the tile
@@ -244,10 +173,7 @@ class Sm100DualGemmKernel:
             sfb2_ptr, blockscaled_utils.tile_atom_to_shape_SF(mB2.shape, SF_VEC))
 
         tiled_mma = self.tiled_mma
-        thr_id = tiled_mma.thr_id
-        a_op = sm100_utils.cluster_shape_to_tma_atom_A(self.cluster_shape_mn, thr_id)
-        b_op = sm100_utils.cluster_shape_to_tma_atom_B(self.cluster_shape_mn, thr_id)
-        sfb_op = sm100_utils.cluster_shape_to_tma_atom_SFB(self.cluster_shape_mn, thr_id)
+        a_op, b_op, sfb_op = common.tma_load_ops(self.cluster_shape_mn, tiled_mma)
         make_a, make_b = cute.nvgpu.make_tiled_tma_atom_A, cute.nvgpu.make_tiled_tma_atom_B
         vmnk, sfb_vmnk = self.cluster_layout_vmnk, self.cluster_layout_sfb_vmnk
         tma_atom_a, tma_a, a_bytes = common.tma_load_atom(
@@ -266,20 +192,12 @@ class Sm100DualGemmKernel:
             make_b, sfb_op, mSFB2, self.sfb_smem_layout_staged, self.mma_tiler_sfb,
             self.tiled_mma_sfb, sfb_vmnk, internal_type=cutlass.Int16)
 
-        # Transaction bytes per stage: what the six TMA copies land in shared memory (both
-        # CTAs of a pair signal the leader's barrier).
-        atom_thr = cute.size(thr_id.shape)
+        # Transaction bytes per stage: what the six TMA copies land in shared memory.
         stage_bytes = a_bytes + b1_bytes + b2_bytes + sfa_bytes + sfb1_bytes + sfb2_bytes
-        self.num_tma_load_bytes = stage_bytes * atom_thr
-        assert self.num_tma_load_bytes == self._expected_tx_bytes(), (
-            f"tx bytes {self.num_tma_load_bytes} != TMA box bytes {self._expected_tx_bytes()}"
-        )
+        self.num_tma_load_bytes = common.tma_tx_bytes(
+            stage_bytes, tiled_mma, self._expected_tx_bytes())
 
-        # (EPI_M, EPI_N) TMA store of C
-        epi_smem_layout = cute.slice_(self.c_smem_layout_staged, (None, None, 0))
-        tma_atom_c, tma_c = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileS2GOp(), mC, epi_smem_layout, self.epi_tile
-        )
+        tma_atom_c, tma_c = common.make_c_store_atom(mC, self.c_smem_layout_staged, self.epi_tile)
 
         # Persistent grid: (cluster M, cluster N, clusters), at most one wave of clusters.
         cta_m, cta_n = self.cfg.cta_tile_mn
@@ -289,53 +207,19 @@ class Sm100DualGemmKernel:
         num_tiles = tiles_m * tiles_n * l
         num_clusters = cutlass.min(num_tiles, max_active_clusters)
 
-        ring = self.tile_ring_stages
+        # Operand buffers after the common head (barriers, tile ring, sC); B1/B2 and
+        # SFB1/SFB2 share a layout.
+        a_size = cute.cosize(self.a_smem_layout_staged.outer)
+        b_size = cute.cosize(self.b_smem_layout_staged.outer)
+        sfa_size = cute.cosize(self.sfa_smem_layout_staged)
+        sfb_size = cute.cosize(self.sfb_smem_layout_staged)
+        self.shared_storage = common.make_shared_storage(
+            self.cfg, self.tile_ring_stages, self.c_dtype, self.c_smem_layout_staged,
+            (("sA", self.a_dtype, a_size), ("sB1", self.a_dtype, b_size),
+             ("sB2", self.a_dtype, b_size), ("sSFA", self.sf_dtype, sfa_size),
+             ("sSFB1", self.sf_dtype, sfb_size), ("sSFB2", self.sf_dtype, sfb_size)))
 
-        @cute.struct
-        class SharedStorage:
-            ab_mbar: cute.struct.MemRange[cutlass.Int64, 2 * self.num_ab_stage]
-            acc_mbar: cute.struct.MemRange[cutlass.Int64, 2 * self.num_acc_stage]
-            tile_mbar: cute.struct.MemRange[cutlass.Int64, 2 * ring]
-            tmem_dealloc_mbar: cutlass.Int64
-            tmem_holding_buf: cutlass.Int32
-            # (TILE_INFO, RING) Int32 work-tile ring
-            tile_info: cute.struct.MemRange[cutlass.Int32, TileInfoPipeline.FIELDS * ring]
-            # (EPI_M, EPI_N, STAGE)
-            sC: cute.struct.Align[
-                cute.struct.MemRange[self.c_dtype, cute.cosize(self.c_smem_layout_staged.outer)],
-                SMEM_ALIGN]
-            # (MMA, MMA_M, MMA_K, STAGE)
-            sA: cute.struct.Align[
-                cute.struct.MemRange[self.a_dtype, cute.cosize(self.a_smem_layout_staged.outer)],
-                SMEM_ALIGN]
-            # (MMA, MMA_N, MMA_K, STAGE)
-            sB1: cute.struct.Align[
-                cute.struct.MemRange[self.a_dtype, cute.cosize(self.b_smem_layout_staged.outer)],
-                SMEM_ALIGN]
-            # (MMA, MMA_N, MMA_K, STAGE)
-            sB2: cute.struct.Align[
-                cute.struct.MemRange[self.a_dtype, cute.cosize(self.b_smem_layout_staged.outer)],
-                SMEM_ALIGN]
-            # (MMA, MMA_M, MMA_K, STAGE)
-            sSFA: cute.struct.Align[
-                cute.struct.MemRange[self.sf_dtype, cute.cosize(self.sfa_smem_layout_staged)],
-                SMEM_ALIGN]
-            # (MMA, MMA_N, MMA_K, STAGE)
-            sSFB1: cute.struct.Align[
-                cute.struct.MemRange[self.sf_dtype, cute.cosize(self.sfb_smem_layout_staged)],
-                SMEM_ALIGN]
-            # (MMA, MMA_N, MMA_K, STAGE)
-            sSFB2: cute.struct.Align[
-                cute.struct.MemRange[self.sf_dtype, cute.cosize(self.sfb_smem_layout_staged)],
-                SMEM_ALIGN]
-
-        self.shared_storage = SharedStorage
-        model = configs.sm100_smem_bytes(self.cfg)
-        assert SharedStorage.size_in_bytes() == model, (
-            f"SharedStorage {SharedStorage.size_in_bytes()} B != configs model {model} B"
-        )
-
-        self.kernel(
+        common.launch_persistent(self.kernel(
             tiled_mma, self.tiled_mma_sfb,
             tma_atom_a, tma_a, tma_atom_b1, tma_b1, tma_atom_b2, tma_b2,
             tma_atom_sfa, tma_sfa, tma_atom_sfb1, tma_sfb1, tma_atom_sfb2, tma_sfb2,
@@ -345,13 +229,7 @@ class Sm100DualGemmKernel:
             self.sfa_smem_layout_staged, self.sfb_smem_layout_staged,
             self.c_smem_layout_staged, self.epi_tile,
             tiles_m, tiles_n, num_tiles,
-        ).launch(
-            grid=(cl_m, cl_n, num_clusters),
-            block=[self.threads_per_cta, 1, 1],
-            cluster=(cl_m, cl_n, 1),
-            stream=stream,
-            min_blocks_per_mp=1,
-        )
+        ), self.cluster_shape_mn, num_clusters, stream)
 
     # ------------------------------------------------------------------ device kernel
 
@@ -404,51 +282,20 @@ class Sm100DualGemmKernel:
         storage = smem.allocate(self.shared_storage)
 
         # --- pipelines (barrier init by warp 0; cluster-wide sync below) ---
+        # The A and B multicast senders all signal a stage's barrier.
         num_tma_producer = self.num_mcast_ctas_a + self.num_mcast_ctas_b - 1
-        ab_pipeline = pipeline.PipelineTmaUmma.create(
-            barrier_storage=storage.ab_mbar.data_ptr(),
-            num_stages=self.num_ab_stage,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, num_tma_producer),
-            tx_count=self.num_tma_load_bytes,
-            cta_layout_vmnk=cluster_layout_vmnk,
-            defer_sync=True,
-        )
-        # Each epilogue warp of both CTAs of a pair releases the leader's accumulator.
-        acc_consumers = len(EPI_WARPS) * self.cfg.cta_group
-        acc_pipeline = pipeline.PipelineUmmaAsync.create(
-            barrier_storage=storage.acc_mbar.data_ptr(),
-            num_stages=self.num_acc_stage,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, acc_consumers),
-            cta_layout_vmnk=cluster_layout_vmnk,
-            defer_sync=True,
-        )
-        # Tile ring: the scheduler warp publishes, the MMA warp and 4 epilogue warps read.
-        tile_ring = TileInfoPipeline.create(
-            storage.tile_mbar.data_ptr(),
-            storage.tile_info.get_tensor(
-                cute.make_layout((TileInfoPipeline.FIELDS, self.tile_ring_stages))),
-            num_stages=self.tile_ring_stages,
-            num_consumer_warps=1 + len(EPI_WARPS),
-        )
-        tmem = utils.TmemAllocator(
-            storage.tmem_holding_buf,
-            barrier_for_retrieve=self.tmem_alloc_barrier,
-            allocator_warp_id=int(Warp.EPI0),
-            is_two_cta=self.use_2cta,
-            two_cta_tmem_dealloc_mbar_ptr=storage.tmem_dealloc_mbar,
-        )
-        pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mn, is_relaxed=True)
+        ab_pipeline, acc_pipeline, tile_ring, tmem = common.make_pipelines(
+            storage, self.cfg, self.tile_ring_stages, self.num_tma_load_bytes, num_tma_producer,
+            cluster_layout_vmnk, self.tmem_alloc_barrier)
 
         # (EPI_M, EPI_N, STAGE)
-        sC = storage.sC.get_tensor(c_smem_layout_staged.outer, swizzle=c_smem_layout_staged.inner)
+        sC = common.swizzled_smem_tensor(storage.sC, c_smem_layout_staged)
         # (MMA, MMA_M, MMA_K, STAGE)
-        sA = storage.sA.get_tensor(a_smem_layout_staged.outer, swizzle=a_smem_layout_staged.inner)
+        sA = common.swizzled_smem_tensor(storage.sA, a_smem_layout_staged)
         # (MMA, MMA_N, MMA_K, STAGE)
-        sB1 = storage.sB1.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
+        sB1 = common.swizzled_smem_tensor(storage.sB1, b_smem_layout_staged)
         # (MMA, MMA_N, MMA_K, STAGE)
-        sB2 = storage.sB2.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
+        sB2 = common.swizzled_smem_tensor(storage.sB2, b_smem_layout_staged)
         # (MMA, MMA_M, MMA_K, STAGE)
         sSFA = storage.sSFA.get_tensor(sfa_smem_layout_staged)
         # (MMA, MMA_N, MMA_K, STAGE)
@@ -456,13 +303,10 @@ class Sm100DualGemmKernel:
         # (MMA, MMA_N, MMA_K, STAGE)
         sSFB2 = storage.sSFB2.get_tensor(sfb_smem_layout_staged)
 
-        # (MMA, MMA_M, MMA_N, 2 * ACC_STAGE): stage s holds acc1 at 2s and acc2 at 2s+1
-        acc_shape = tiled_mma.partition_shape_C(self.mma_tiler[:2])
-        tCtAcc_fake = tiled_mma.make_fragment_C(cute.append(acc_shape, 2 * self.num_acc_stage))
+        # (MMA, MMA_M, MMA_N, 2 * ACC_STAGE): stage s holds acc1 at 2s and acc2 at 2s+1;
         # (MMA, MMA_M, MMA_N, RestM, RestN, RestL) this CTA's part of C per MMA tile
-        gC_mnl = cute.local_tile(
-            mC_mnl, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
-        tCgC = tiled_mma.get_slice(mma_tile_coord_v).partition_C(gC_mnl)
+        tCtAcc_fake, tCgC = common.acc_and_c_partitions(
+            tiled_mma, self.mma_tiler, 2 * self.num_acc_stage, mC_mnl, mma_tile_coord_v)
 
         # k-blocks per tile
         k_tile_cnt = cute.ceil_div(cute.size(mA_mkl, mode=[1]), K_BLOCK)
@@ -514,53 +358,29 @@ class Sm100DualGemmKernel:
 
         thr_mma = tiled_mma.get_slice(mma_tile_coord_v)
         thr_mma_sfb = tiled_mma_sfb.get_slice(mma_tile_coord_v)
-        tiler_a = cute.slice_(self.mma_tiler, (None, 0, None))
-        tiler_b = cute.slice_(self.mma_tiler, (0, None, None))
-        tiler_sfb = cute.slice_(self.mma_tiler_sfb, (0, None, None))
-        # (MMA, MMA_M, MMA_K, RestM, RestK, RestL)
-        tCgA = thr_mma.partition_A(cute.local_tile(mA_mkl, tiler_a, (None, None, None)))
-        # (MMA, MMA_N, MMA_K, RestN, RestK, RestL)
-        tCgB1 = thr_mma.partition_B(cute.local_tile(mB1_nkl, tiler_b, (None, None, None)))
-        # (MMA, MMA_N, MMA_K, RestN, RestK, RestL)
-        tCgB2 = thr_mma.partition_B(cute.local_tile(mB2_nkl, tiler_b, (None, None, None)))
-        # (MMA, MMA_M, MMA_K, RestM, RestK, RestL)
-        tCgSFA = thr_mma.partition_A(cute.local_tile(mSFA_mkl, tiler_a, (None, None, None)))
-        # (MMA, MMA_N, MMA_K, RestN, RestK, RestL), N rounded to 128 rows
-        tCgSFB1 = thr_mma_sfb.partition_B(cute.local_tile(mSFB1_nkl, tiler_sfb, (None, None, None)))
-        # (MMA, MMA_N, MMA_K, RestN, RestK, RestL)
-        tCgSFB2 = thr_mma_sfb.partition_B(cute.local_tile(mSFB2_nkl, tiler_sfb, (None, None, None)))
+        # (MMA, MMA_M|N, MMA_K, RestM|N, RestK, RestL) per operand; SFB's N rounded to 128
+        tCgA = common.gmem_partition_a(thr_mma, mA_mkl, self.mma_tiler)
+        tCgB1 = common.gmem_partition_b(thr_mma, mB1_nkl, self.mma_tiler)
+        tCgB2 = common.gmem_partition_b(thr_mma, mB2_nkl, self.mma_tiler)
+        tCgSFA = common.gmem_partition_a(thr_mma, mSFA_mkl, self.mma_tiler)
+        tCgSFB1 = common.gmem_partition_b(thr_mma_sfb, mSFB1_nkl, self.mma_tiler_sfb)
+        tCgSFB2 = common.gmem_partition_b(thr_mma_sfb, mSFB2_nkl, self.mma_tiler_sfb)
 
+        # Multicast: this CTA's place among the CTAs that share its A (cluster row) or B.
         a_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, 0, None, 0)).shape)
         b_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, None, 0, 0)).shape)
         sfb_cta_layout = cute.make_layout(
             cute.slice_(cluster_layout_sfb_vmnk, (0, None, 0, 0)).shape)
-        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestM, RestK, RestL)
-        tAsA, tAgA = cpasync.tma_partition(
-            tma_atom_a, cta_coord_vmnk[2], a_cta_layout,
-            cute.group_modes(sA, 0, 3), cute.group_modes(tCgA, 0, 3))
-        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestN, RestK, RestL)
-        tBsB1, tBgB1 = cpasync.tma_partition(
-            tma_atom_b1, cta_coord_vmnk[1], b_cta_layout,
-            cute.group_modes(sB1, 0, 3), cute.group_modes(tCgB1, 0, 3))
-        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestN, RestK, RestL)
-        tBsB2, tBgB2 = cpasync.tma_partition(
-            tma_atom_b2, cta_coord_vmnk[1], b_cta_layout,
-            cute.group_modes(sB2, 0, 3), cute.group_modes(tCgB2, 0, 3))
-        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestM, RestK, RestL), zero strides dropped
-        tAsSFA, tAgSFA = cpasync.tma_partition(
-            tma_atom_sfa, cta_coord_vmnk[2], a_cta_layout,
-            cute.group_modes(sSFA, 0, 3), cute.group_modes(tCgSFA, 0, 3))
-        tAsSFA, tAgSFA = cute.filter_zeros(tAsSFA), cute.filter_zeros(tAgSFA)
-        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestN, RestK, RestL), zero strides dropped
-        tBsSFB1, tBgSFB1 = cpasync.tma_partition(
-            tma_atom_sfb1, cta_coord_sfb_vmnk[1], sfb_cta_layout,
-            cute.group_modes(sSFB1, 0, 3), cute.group_modes(tCgSFB1, 0, 3))
-        tBsSFB1, tBgSFB1 = cute.filter_zeros(tBsSFB1), cute.filter_zeros(tBgSFB1)
-        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestN, RestK, RestL), zero strides dropped
-        tBsSFB2, tBgSFB2 = cpasync.tma_partition(
-            tma_atom_sfb2, cta_coord_sfb_vmnk[1], sfb_cta_layout,
-            cute.group_modes(sSFB2, 0, 3), cute.group_modes(tCgSFB2, 0, 3))
-        tBsSFB2, tBgSFB2 = cute.filter_zeros(tBsSFB2), cute.filter_zeros(tBgSFB2)
+        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestM|N, RestK, RestL)
+        tAsA, tAgA = common.tma_partition(tma_atom_a, cta_coord_vmnk[2], a_cta_layout, sA, tCgA)
+        tBsB1, tBgB1 = common.tma_partition(tma_atom_b1, cta_coord_vmnk[1], b_cta_layout, sB1, tCgB1)
+        tBsB2, tBgB2 = common.tma_partition(tma_atom_b2, cta_coord_vmnk[1], b_cta_layout, sB2, tCgB2)
+        tAsSFA, tAgSFA = common.tma_partition_sf(
+            tma_atom_sfa, cta_coord_vmnk[2], a_cta_layout, sSFA, tCgSFA)
+        tBsSFB1, tBgSFB1 = common.tma_partition_sf(
+            tma_atom_sfb1, cta_coord_sfb_vmnk[1], sfb_cta_layout, sSFB1, tCgSFB1)
+        tBsSFB2, tBgSFB2 = common.tma_partition_sf(
+            tma_atom_sfb2, cta_coord_sfb_vmnk[1], sfb_cta_layout, sSFB2, tCgSFB2)
 
         # Static persistent schedule over cluster tiles; this CTA's place in its cluster.
         bidx, bidy, bidz = cute.arch.block_idx()
@@ -588,44 +408,26 @@ class Sm100DualGemmKernel:
             tBgB1_k = tBgB1[(None, tile_n, None, tile_l)]
             tBgB2_k = tBgB2[(None, tile_n, None, tile_l)]
             tAgSFA_k = tAgSFA[(None, tile_m, None, tile_l)]
-            sfb_n = tile_n
-            if cutlass.const_expr(self.cta_tile_n == 64):
-                sfb_n = tile_n // 2  # one 128-row SFB block serves two N=64 tiles
+            sfb_n = common.sfb_tile_coord(tile_n, self.cta_tile_n)
             tBgSFB1_k = tBgSFB1[(None, sfb_n, None, tile_l)]
             tBgSFB2_k = tBgSFB2[(None, sfb_n, None, tile_l)]
 
-            ab_state.reset_count()
-            peek = cutlass.Boolean(1)
-            if ab_state.count < k_tile_cnt:
-                peek = ab_pipeline.producer_try_acquire(ab_state)
-            for _k in cutlass.range(0, k_tile_cnt, 1, unroll=1):
-                ab_pipeline.producer_acquire(ab_state, peek)
-                bar = ab_pipeline.producer_get_barrier(ab_state)
-                kc, stage = ab_state.count, ab_state.index
-                cute.copy(tma_atom_a, tAgA_k[(None, kc)], tAsA[(None, stage)],
-                          tma_bar_ptr=bar, mcast_mask=a_mcast)
-                cute.copy(tma_atom_b1, tBgB1_k[(None, kc)], tBsB1[(None, stage)],
-                          tma_bar_ptr=bar, mcast_mask=b_mcast)
-                cute.copy(tma_atom_b2, tBgB2_k[(None, kc)], tBsB2[(None, stage)],
-                          tma_bar_ptr=bar, mcast_mask=b_mcast)
-                cute.copy(tma_atom_sfa, tAgSFA_k[(None, kc)], tAsSFA[(None, stage)],
-                          tma_bar_ptr=bar, mcast_mask=sfa_mcast)
-                cute.copy(tma_atom_sfb1, tBgSFB1_k[(None, kc)], tBsSFB1[(None, stage)],
-                          tma_bar_ptr=bar, mcast_mask=sfb_mcast)
-                cute.copy(tma_atom_sfb2, tBgSFB2_k[(None, kc)], tBsSFB2[(None, stage)],
-                          tma_bar_ptr=bar, mcast_mask=sfb_mcast)
-                ab_state.advance()
-                peek = cutlass.Boolean(1)
-                if ab_state.count < k_tile_cnt:
-                    peek = ab_pipeline.producer_try_acquire(ab_state)
+            # A once, B1, B2 and the three scale operands per k-block (no descriptor
+            # pointers: the atoms' own descriptors).
+            ab_state = common.tma_load_kblocks(ab_pipeline, ab_state, k_tile_cnt, (
+                (tma_atom_a, tAgA_k, tAsA, a_mcast, None),
+                (tma_atom_b1, tBgB1_k, tBsB1, b_mcast, None),
+                (tma_atom_b2, tBgB2_k, tBsB2, b_mcast, None),
+                (tma_atom_sfa, tAgSFA_k, tAsSFA, sfa_mcast, None),
+                (tma_atom_sfb1, tBgSFB1_k, tBsSFB1, sfb_mcast, None),
+                (tma_atom_sfb2, tBgSFB2_k, tBsSFB2, sfb_mcast, None),
+            ))
 
             linear += num_clusters
             is_valid = linear < num_tiles
 
         # Sentinel: tells the MMA and epilogue warps there is no more work.
-        ring_state = tile_ring.publish(
-            ring_state, cutlass.Int32(0), cutlass.Int32(0), cutlass.Int32(0), is_valid)
-        ab_pipeline.producer_tail(ab_state)
+        ring_state = common.finish_schedule(tile_ring, ring_state, ab_pipeline, ab_state, is_valid)
 
     # ------------------------------------------------------------------ MMA warp
 
@@ -633,12 +435,8 @@ class Sm100DualGemmKernel:
         """TMEM layouts of SFA and SFB, and the columns where SFA, SFB1, SFB2 start (after
         the accumulators)."""
         acc_cols = tcgen05.find_tmem_tensor_col_offset(tCtAcc_fake)
-        sfa_layout = blockscaled_utils.make_tmem_layout_sfa(
-            self.tiled_mma, self.mma_tiler, SF_VEC,
-            cute.slice_(sfa_smem_layout_staged, (None, None, None, 0)))
-        sfb_layout = blockscaled_utils.make_tmem_layout_sfb(
-            self.tiled_mma, self.mma_tiler, SF_VEC,
-            cute.slice_(sfb_smem_layout_staged, (None, None, None, 0)))
+        sfa_layout, sfb_layout = common.tmem_sf_layouts(
+            self.tiled_mma, self.mma_tiler, sfa_smem_layout_staged, sfb_smem_layout_staged)
         cols = (acc_cols, acc_cols + self.num_sfa_tmem_cols,
                 acc_cols + self.num_sfa_tmem_cols + self.num_sfb_tmem_cols)
         # The layouts' own column extents match the per-operand counts used above.
@@ -652,13 +450,10 @@ class Sm100DualGemmKernel:
 
     def tmem_columns(self, tCtAcc_fake) -> tuple[int, int]:
         """(columns used, columns allocated) of TMEM; checked against the configs model."""
+        # accumulators, SFA, SFB1, SFB2
         used = (tcgen05.find_tmem_tensor_col_offset(tCtAcc_fake)
                 + self.num_sfa_tmem_cols + 2 * self.num_sfb_tmem_cols)
-        alloc = max(32, 1 << math.ceil(math.log2(used)))
-        assert used == configs.sm100_tmem_columns(self.cfg), (
-            f"TMEM columns {used} != configs model {configs.sm100_tmem_columns(self.cfg)}")
-        assert alloc == configs.tmem_alloc_columns(used) and alloc <= configs.TMEM_COLUMNS
-        return used, alloc
+        return used, common.tmem_alloc_columns(used, self.cfg)
 
     @cute.jit
     def mma(
@@ -667,10 +462,8 @@ class Sm100DualGemmKernel:
         sfa_smem_layout_staged, sfb_smem_layout_staged, k_tile_cnt,
     ):
         """Leader CTA: per k-block copy the scales to TMEM and issue both GEMMs."""
-        tmem.wait_for_alloc()
-        acc_tmem_ptr = tmem.retrieve_ptr(self.acc_dtype)
         # (MMA, MMA_M, MMA_N, 2 * ACC_STAGE)
-        tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
+        acc_tmem_ptr, tCtAcc_base = common.tmem_acc(tmem, self.acc_dtype, tCtAcc_fake)
         sfa_layout, sfb_layout, sf_cols = self._tmem_sf_layouts(
             tCtAcc_fake, sfa_smem_layout_staged, sfb_smem_layout_staged)
         # (MMA, MMA_M, MMA_K) SFA in TMEM
@@ -708,12 +501,10 @@ class Sm100DualGemmKernel:
                 tCtAcc2 = tCtAcc_base[(None, None, None, 2 * acc_state.index + 1)]
                 tCtSFB1_mma, tCtSFB2_mma = tCtSFB1, tCtSFB2
                 if cutlass.const_expr(self.cta_tile_n == 64):
-                    # SFB holds 128 rows; odd N=64 tiles use its upper half (2 columns on).
-                    shift = cutlass.Int32((tile_n % 2) * 2)
-                    tCtSFB1_mma = common.tmem_sf(
-                        acc_tmem_ptr, sf_cols[1] + shift, sfb_layout, self.sf_dtype)
-                    tCtSFB2_mma = common.tmem_sf(
-                        acc_tmem_ptr, sf_cols[2] + shift, sfb_layout, self.sf_dtype)
+                    tCtSFB1_mma = common.sfb_tmem_for_odd_tile(
+                        acc_tmem_ptr, sf_cols[1], sfb_layout, self.sf_dtype, tile_n)
+                    tCtSFB2_mma = common.sfb_tmem_for_odd_tile(
+                        acc_tmem_ptr, sf_cols[2], sfb_layout, self.sf_dtype, tile_n)
 
                 ab_state.reset_count()
                 peek = cutlass.Boolean(1)
@@ -732,6 +523,7 @@ class Sm100DualGemmKernel:
                         kcoord = (None, None, kb, stage)
                         sf_coord = (None, None, kb)
                         tiled_mma.set(tcgen05.Field.SFA, tCtSFA[sf_coord].iterator)
+                        # both GEMMs share A and SFA
                         tiled_mma.set(tcgen05.Field.SFB, tCtSFB1_mma[sf_coord].iterator)
                         cute.gemm(tiled_mma, tCtAcc1, tCrA[kcoord], tCrB1[kcoord], tCtAcc1)
                         tiled_mma.set(tcgen05.Field.SFB, tCtSFB2_mma[sf_coord].iterator)
@@ -755,11 +547,9 @@ class Sm100DualGemmKernel:
     def epilogue(self, tile_ring, acc_pipeline, tmem, tCtAcc_fake, tCgC, sC, tma_atom_c, epi_tile):
         """TMEM -> registers -> silu(acc1) * acc2 -> fp16 smem -> TMA store, per subtile."""
         _, alloc_cols = self.tmem_columns(tCtAcc_fake)
-        tmem.allocate(alloc_cols)
-        tmem.wait_for_alloc()
-        acc_tmem_ptr = tmem.retrieve_ptr(self.acc_dtype)
         # (MMA, MMA_M, MMA_N, 2 * ACC_STAGE)
-        tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
+        acc_tmem_ptr, tCtAcc_base = common.tmem_allocate(
+            tmem, alloc_cols, self.acc_dtype, tCtAcc_fake)
 
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -770,24 +560,10 @@ class Sm100DualGemmKernel:
         tTR_rAcc2 = cute.make_rmem_tensor(tTR_rAcc1.shape, self.acc_dtype)
         # (T2R, T2R_M, T2R_N) fp16
         tTR_rC = cute.make_rmem_tensor(tTR_rAcc1.shape, self.c_dtype)
-        atom_r2s = sm100_utils.get_smem_store_op(
-            self.c_layout, self.c_dtype, self.acc_dtype, tiled_t2r)
-        tiled_r2s = cute.make_tiled_copy_D(atom_r2s, tiled_t2r)
-        # (R2S, R2S_M, R2S_N, STAGE)
-        tRS_sC = tiled_r2s.get_slice(tidx).partition_D(sC)
-        # (R2S, R2S_M, R2S_N)
-        tRS_rC = tiled_r2s.retile(tTR_rC)
-        # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, RestM, RestN, RestL)
-        gC_epi = cute.flat_divide(tCgC[((None, None), 0, 0, None, None, None)], epi_tile)
-        # ((ATOM_V, REST_V), STAGE) / ((ATOM_V, REST_V), EPI_M, EPI_N, RestM, RestN, RestL)
-        bSG_sC, bSG_gC_all = cpasync.tma_partition(
-            tma_atom_c, 0, cute.make_layout(1),
-            cute.group_modes(sC, 0, 2), cute.group_modes(gC_epi, 0, 2))
-
-        c_pipeline = pipeline.PipelineTmaStore.create(
-            num_stages=self.num_c_stage,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32 * len(EPI_WARPS)),
-        )
+        tiled_r2s, tRS_sC, tRS_rC = common.epilogue_smem_store(
+            tidx, tiled_t2r, tTR_rC, sC, self.c_layout, self.c_dtype, self.acc_dtype)
+        bSG_sC, bSG_gC_all = common.epilogue_tma_partition(tma_atom_c, sC, tCgC, epi_tile)
+        c_pipeline = common.make_c_store_pipeline(self.num_c_stage)
         ring_state = pipeline.make_pipeline_state(
             pipeline.PipelineUserType.Consumer, self.tile_ring_stages)
         acc_state = pipeline.make_pipeline_state(
@@ -810,32 +586,18 @@ class Sm100DualGemmKernel:
                 cute.copy(tiled_t2r, tTR_tAcc1[(None, None, None, sub)], tTR_rAcc1)
                 cute.copy(tiled_t2r, tTR_tAcc2[(None, None, None, sub)], tTR_rAcc2)
                 if sub == subtile_cnt - 1:
-                    # Last TMEM read of this stage: hand it back to the MMA warp before the
-                    # math and the store.
-                    cute.arch.fence_view_async_tmem_load()
-                    with cute.arch.elect_one():
-                        acc_pipeline.consumer_release(acc_state)
+                    # Last TMEM read of this stage
+                    common.release_acc_stage(acc_pipeline, acc_state)
                 for i in cutlass.range_constexpr(cute.size(tTR_rC)):
                     tTR_rC[i] = silu_mul(tTR_rAcc1[i], tTR_rAcc2[i]).to(self.c_dtype)
-
-                cute.copy(tiled_r2s, tRS_rC, tRS_sC[(None, None, None, c_buffer)])
-                # Make the generic-proxy smem writes visible to the TMA (async proxy).
-                cute.arch.fence_proxy(
-                    cute.arch.ProxyKind.async_shared, space=cute.arch.SharedSpace.shared_cta)
-                self.epi_barrier.arrive_and_wait()
-                if warp_idx == Warp.EPI0:
-                    cute.copy(tma_atom_c, bSG_sC[(None, c_buffer)], bSG_gC[(None, sub)])
-                    c_pipeline.producer_commit()
-                    c_pipeline.producer_acquire()  # the next buffer's old store has read it
-                self.epi_barrier.arrive_and_wait()
-                c_buffer = (c_buffer + 1) % self.num_c_stage
+                # tRS_rC is tTR_rC retiled; C through the atom's own descriptor
+                c_buffer = common.store_c_subtile(
+                    tiled_r2s, tRS_rC, tRS_sC, c_buffer, self.epi_barrier, warp_idx, tma_atom_c,
+                    bSG_sC, bSG_gC, sub, c_pipeline, self.num_c_stage, None)
             acc_state.advance()
             ring_state, tile_m, tile_n, tile_l, is_valid = tile_ring.fetch(ring_state)
 
-        tmem.relinquish_alloc_permit()
-        self.epi_barrier.arrive_and_wait()
-        tmem.free(acc_tmem_ptr)
-        c_pipeline.producer_tail()
+        common.epilogue_teardown(tmem, self.epi_barrier, acc_tmem_ptr, c_pipeline)
 
 # ---------------------------------------------------------------------------- host helpers
 

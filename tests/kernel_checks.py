@@ -1,0 +1,54 @@
+"""Checks shared by the sm_100a compile tests (dual and grouped GEMM): which configs to
+compile, and what their PTX and ptxas report must show.  Imported by
+tests/test_sm100_dual_compile.py and tests/test_sm100_group_compile.py."""
+
+import re
+
+import configs
+from nvfp4gemm import harness
+
+SMEM_LIMIT = 232448  # 227 KB per CTA on sm_100a
+
+
+def sm100_cases(problem: str, extra_shapes) -> list:
+    """(config, shape) per distinct sm_100a config of `problem`, the first shape that selects
+    it: every CONFIG_MAP entry, then `select_config` of each test and benchmark shape and of
+    `extra_shapes`.  The kernels take shapes at run time, so one compile per config."""
+    seen = {}
+    for (arch, prob, shape), cfg in configs.CONFIG_MAP.items():
+        if arch == "sm_100a" and prob == problem:
+            seen.setdefault(cfg, shape)
+    if problem == "dual":
+        shapes = configs.DUAL_TESTS + configs.DUAL_BENCHMARKS
+    else:
+        shapes = configs.GROUP_TESTS + configs.GROUP_BENCHMARKS
+    for shape in shapes + list(extra_shapes):
+        seen.setdefault(configs.select_config(problem, "sm_100a", shape), shape)
+    return list(seen.items())
+
+
+def compile_with_ptx(problem: str, cfg, shape, dump_dir: str):
+    """Compile for sm_100a keeping the PTX; (compiled kernel, PTX text)."""
+    ck = harness.compile_kernel(problem, "sm_100a", cfg, shape, dump_dir=dump_dir)
+    assert ck.ptx_path, "no PTX dumped"
+    return ck, harness.read_ptx(ck.ptx_path)
+
+
+def check_nvfp4_block_scaled_mma(ptx: str, cta_group: int) -> None:
+    """The PTX issues NVFP4 block-scaled tcgen05.mma (kind::mxf4nvf4) of the config's CTA
+    group, with 16-element scale blocks."""
+    mmas = set(re.findall(r"tcgen05\.mma\.cta_group::(\d)\.kind::(\w+)\.block_scale([\w:.]*)", ptx))
+    assert mmas, "no block-scaled tcgen05.mma in the PTX"
+    for group, kind, suffix in mmas:
+        assert int(group) == cta_group, mmas
+        assert kind == "mxf4nvf4", mmas
+        # 16-element scale blocks: PTX 8.8 spells it .scale_vec::4X, newer PTX .block16.
+        assert (".scale_vec::4X" in suffix or ".block16" in suffix), mmas
+        assert "scale_vec::2X" not in suffix and "block32" not in suffix, mmas
+
+
+def check_resources(ck) -> None:
+    """ptxas: no spills, no stack frame; shared memory fits one CTA per SM."""
+    assert ck.spill_bytes == 0, f"{ck.spill_bytes} bytes of spills"
+    assert ck.stack_bytes == 0, f"{ck.stack_bytes} bytes of stack frame"
+    assert ck.smem_bytes <= SMEM_LIMIT, f"shared memory {ck.smem_bytes} B > {SMEM_LIMIT} B"
