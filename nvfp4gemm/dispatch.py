@@ -56,7 +56,43 @@ def _identity(data):
 
 
 class _Prepared:
-    __slots__ = ("data", "objs", "sizes", "device", "fn", "args", "stream_handle", "result")
+    __slots__ = ("data", "objs", "sizes", "device", "fn", "args", "stream_handle", "result", "launch")
+
+
+class PackedLaunch:
+    """Calls a compiled CuTe DSL function with its arguments converted once.
+
+    `JitCompiledFunction.__call__` converts every argument to C pointers and packs them on
+    each call, tens of µs of Python for our ~13-argument kernels.  Here the conversion runs
+    once; later calls go straight to the compiled host function (`capi_func`) with the
+    packed array.  Relies on DSL 4.3.5 internals (pinned); any missing attribute falls back
+    to the public call.  Holds references to the arguments, their converted forms and the
+    packed array, so every pointer in the array stays valid."""
+
+    def __init__(self, fn, args):
+        self.fn, self.args = fn, args
+        self.capi = self.packed = self.result = None
+        try:
+            self.exe_args, self.adapted = fn.generate_execution_args(*args)
+        except AttributeError:
+            self.exe_args = None
+
+    def __call__(self):
+        if self.capi is not None:
+            self.capi(self.packed)
+            if self.result is not None and self.result.value != 0:
+                raise RuntimeError(f"kernel launch failed: CUresult {self.result.value}")
+        elif self.exe_args is None:
+            self.fn(*self.args)
+        else:  # first call: through the DSL, which creates its executor; then pack once
+            self.fn.run_compiled_program(list(self.exe_args))
+            ex = getattr(self.fn, "_default_executor", None)
+            if ex is not None and hasattr(ex, "_get_invoke_packed_args"):
+                self.packed = ex._get_invoke_packed_args(list(self.exe_args))
+                self.result = ex.cuda_result
+                self.capi = ex.jit_module.capi_func
+            else:
+                self.exe_args = None
 
 
 def _prepare(data) -> _Prepared:
@@ -75,6 +111,7 @@ def _prepare(data) -> _Prepared:
     # kernel modules put the stream last (harness contract)
     p.args = mod.runtime_args(data, cfg, CUstream(handle))
     p.stream_handle = handle
+    p.launch = PackedLaunch(p.fn, p.args)
     p.result = data[-1] if problem == "dual" else [c for (_a, _b, c) in data[0]]
     return p
 
@@ -94,5 +131,6 @@ def custom_kernel(data):
     if handle != p.stream_handle:  # e.g. inside CUDA-graph capture
         p.args = p.args[:-1] + (CUstream(handle),)
         p.stream_handle = handle
-    p.fn(*p.args)
+        p.launch = PackedLaunch(p.fn, p.args)
+    p.launch()
     return p.result

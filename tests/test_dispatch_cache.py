@@ -16,7 +16,8 @@ def fake_env(monkeypatch):
         p = dispatch._Prepared()
         p.data, p.device = data, torch.device("cpu")
         p.objs, p.sizes = dispatch._identity(data)
-        p.fn = lambda *a: calls.__setitem__("launch", calls["launch"] + 1)
+        p.fn = None
+        p.launch = lambda: calls.__setitem__("launch", calls["launch"] + 1)
         p.args, p.stream_handle, p.result = ("stream0",), 0, "out"
         return p
 
