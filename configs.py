@@ -49,6 +49,11 @@ class KernelConfig:
     raster: str = "m"  # "m": consecutive tile indices walk M first; "n": N first
     swap_ab: bool = False  # compute C^T = B A^T so the large N feeds the MMA's M side
     mma_warpgroups: int = 2  # sm_90a: consumer warpgroups splitting the tile's M
+    dec_stages: int = 2  # sm_90a: decoded fp16 sub-block buffers (3 lets wgmma run 2 deep)
+    rs_a: bool = False  # sm_90a: A decoded into registers (wgmma RS), only B tiles in smem
+    decode_wgs: int = 0  # sm_90a: 0 = MMA warpgroups decode; 2 = two dedicated decode warpgroups
+    #   (640 threads cap every role at 96 registers: only tile N = 64 fits)
+    decode_helpers: int = 0  # sm_90a dual: idle warps of the TMA warpgroup that also decode B (0/3)
 
     @property
     def gemms(self) -> int:
@@ -123,7 +128,8 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
     # scales are TMA'd as whole 128-row atoms of the permuted layout (2 KB per k-block)
     sf_rows = round_up(tm, 128) + cfg.gemms * round_up(tn, 128)
     packed = rows * (K_BLOCK // 2) + sf_rows * (K_BLOCK // SF_VEC)
-    decoded = rows * 64 * 2 * 2  # two fp16 sub-blocks of 64 K-elements, double buffered
+    dec_rows = rows - (tm if cfg.rs_a else 0)  # with rs_a, A never goes to smem as fp16
+    decoded = dec_rows * 64 * 2 * cfg.dec_stages  # fp16 sub-blocks of 64 K-elements
     c = cfg.epi_stages * cfg.epi_tile_mn[0] * cfg.epi_tile_mn[1] * 2
     return cfg.ab_stages * packed + decoded + c + 1024
 
@@ -290,10 +296,10 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         m, n, _, _ = shape
         tn = 128 if n % 128 == 0 else 64
         # epilogue subtile (128, 32) spans both consumer warpgroups
-        cfg = KernelConfig(problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(128, 32))
+        cfg = KernelConfig(problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True)
         return _fill_stages(cfg, cap=4)
     tn = 128 if all(n % 128 == 0 for _, n, _ in shape) else 64
-    cfg = KernelConfig(problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(128, 32))
+    cfg = KernelConfig(problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True)
     return _fill_stages(cfg, cap=4)
 
 
@@ -369,7 +375,13 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # N=4096 K=1536 g=2 (M 128, 384): 16 x 4 = 64 tiles = 128 CTAs, no M padding.
     ("sm_100a", "group", GROUP_BENCHMARKS[3]): _sm100_group_swap_ab(),
     # --- sm_90a dual (default rule: 128x128, two consumer warpgroups) --------------------
+    # M=256: 128x128 gives only 64 (48) tiles on 132 SMs; 128x64 doubles the tiles
+    # (H200, 2026-11-21: 256x4096x7168 118.7 -> 82.1 us).  M=512 keeps 128x128 (one wave).
     **{("sm_90a", "dual", s): default_config("dual", "sm_90a", s) for s in DUAL_BENCHMARKS},
+    ("sm_90a", "dual", DUAL_BENCHMARKS[0]): _fill_stages(KernelConfig(
+        "dual", "sm_90a", (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4),
+    ("sm_90a", "dual", DUAL_BENCHMARKS[2]): _fill_stages(KernelConfig(
+        "dual", "sm_90a", (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4),
     # --- sm_90a grouped (default rule) ----------------------------------------------------
     **{("sm_90a", "group", s): default_config("group", "sm_90a", s) for s in GROUP_BENCHMARKS},
 }

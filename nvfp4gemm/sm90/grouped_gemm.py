@@ -1,0 +1,338 @@
+"""Hopper (sm_90a) fused NVFP4 grouped GEMM: C_g = A_g B_g^T (fp16) for up to 16 groups in
+one persistent launch.
+
+Warp roles (3 warpgroups, 384 threads, one CTA per SM):
+  WG0  producer: all 128 threads copy one k-block (256 codes) of packed A_g and B_g rows
+       (128-byte rows, written 128B-swizzled) and the two 2 KB permuted-scale atoms with
+       16-byte `cp.async` (rows of A past M_g are zero-filled: nothing is read outside A_g),
+       then `cp.async.mbarrier.arrive` on the stage's full barrier (PipelineCpAsync).
+       Per-group tensors have different addresses and shapes, so no TMA descriptors: the
+       group table (pointers, M, N, K) lives in a small device tensor.
+  WG1, WG2  consumers: decode + wgmma as the dual kernel (one GEMM: B_g tile in shared
+       memory, A_g rows in wgmma registers with rs_a), then store fp16 C straight from the
+       accumulators with per-row bounds (rows >= M_g are never written).
+
+Schedule: linear tile t -> group g by the prefix sums of per-group tile counts
+(scheduler.group_of_tile), then (m_blk, n_blk) inside the group (scheduler.linear_to_mnl).
+
+Constraints (can_implement): 1..16 groups, N_g % tile_n == 0, K_g % 256 == 0, M_g >= 1,
+L == 1, tile_m == 128 with 2 consumer warpgroups.
+"""
+
+from __future__ import annotations
+
+import cuda.bindings.driver as cuda
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils as utils
+from cutlass import Int32, Int64
+
+from configs import K_BLOCK, KernelConfig
+from nvfp4gemm import scheduler
+from nvfp4gemm.sm90 import decode
+from nvfp4gemm.sm90.common import SF_STAGE_BYTES, Sm90Common
+
+SUB_K = 64
+MAX_GROUPS = 16
+META_FIELDS = 8  # a, b, c, sfa_perm, sfb_perm, M, N, K (int64 each)
+
+
+class Sm90GroupedGemmKernel(Sm90Common):
+    num_gemms = 1
+
+    def __init__(self, config: KernelConfig):
+        super().__init__(config)
+        # the cp.async producer keeps 64-bit addresses live: more registers than a TMA warp
+        self.load_regs = 104
+        self.mma_regs = 200
+
+    @staticmethod
+    def can_implement(config: KernelConfig, shapes) -> None:
+        Sm90Common.check_config(config)
+        tn = config.mma_tile_mn[1]
+        if not 1 <= len(shapes) <= MAX_GROUPS:
+            raise ValueError(f"{len(shapes)} groups: 1 to {MAX_GROUPS} supported")
+        for g, (m, n, k) in enumerate(shapes):
+            if m < 1:
+                raise ValueError(f"group {g}: M={m} must be >= 1")
+            if n % tn:
+                raise ValueError(f"group {g}: N={n} must be a multiple of the tile N {tn}")
+            if k % K_BLOCK:
+                raise ValueError(f"group {g}: K={k} must be a multiple of {K_BLOCK}")
+
+    @cute.jit
+    def __call__(
+        self,
+        meta_ptr: cute.Pointer,
+        offs_ptr: cute.Pointer,
+        total_tiles: Int32,
+        num_ctas: Int32,
+        stream: cuda.CUstream,
+    ):
+        # (16, 8) int64 group table: a, b, c, sfa_perm, sfb_perm, M, N, K
+        meta = cute.make_tensor(meta_ptr, cute.make_layout((MAX_GROUPS, META_FIELDS), stride=(META_FIELDS, 1)))
+        # (17,) int32 prefix sums of per-group tile counts (unused groups: a huge value)
+        offs = cute.make_tensor(offs_ptr, cute.make_layout(MAX_GROUPS + 1))
+        self._setup()
+        self.kernel(meta, offs, total_tiles, self.tiled_mma).launch(
+            grid=[num_ctas, 1, 1],
+            block=[self.threads_per_cta, 1, 1],
+            min_blocks_per_mp=1,
+            stream=stream,
+        )
+
+    def _make_ab_pipeline_cp_async(self, mbar_ptr):
+        return pipeline.PipelineCpAsync.create(
+            barrier_storage=mbar_ptr,
+            num_stages=self.ab_stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 128),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_mma_threads),
+        )
+
+    @cute.kernel
+    def kernel(self, meta: cute.Tensor, offs: cute.Tensor, total_tiles: Int32, tiled_mma: cute.TiledMma):
+        self._make_layouts()
+        tidx, _, _ = cute.arch.thread_idx()
+        smem = utils.SmemAllocator()
+        st = smem.allocate(self.shared_storage)
+        ab_pipe = self._make_ab_pipeline_cp_async(st.mbar.data_ptr())
+        cute.arch.sync_threads()
+        wg = cute.arch.make_warp_uniform(tidx // 128)
+        if wg == 0:
+            cute.arch.warpgroup_reg_dealloc(self.load_regs)
+            self.producer(st, ab_pipe, meta, offs, total_tiles, tidx)
+        else:
+            cute.arch.warpgroup_reg_alloc(self.mma_regs)
+            self.consumer(st, ab_pipe, tiled_mma, meta, offs, total_tiles, tidx)
+
+    @cute.jit
+    def tile_of(self, tile, meta: cute.Tensor, offs: cute.Tensor):
+        """(group, m_blk, n_blk, M, N, K) of linear tile `tile`."""
+        # branch-free scan of the prefix sums (same rule as scheduler.group_of_tile, which
+        # is a plain function and cannot use range_constexpr outside a jit body)
+        g = Int32(0)
+        for i in cutlass.range_constexpr(1, MAX_GROUPS):
+            g = g + Int32(tile >= offs[i])
+        local = tile - offs[g]
+        mg = Int32(meta[(g, 5)])
+        ng = Int32(meta[(g, 6)])
+        kg = Int32(meta[(g, 7)])
+        tiles_m = (mg + self.tile_m - 1) // self.tile_m
+        tiles_n = ng // self.tile_n
+        mb, nb, _ = scheduler.linear_to_mnl(local, tiles_m, tiles_n, self.raster_m)
+        return g, mb, nb, mg, ng, kg
+
+    @cute.jit
+    def producer(self, st, ab_pipe, meta: cute.Tensor, offs: cute.Tensor, total_tiles, tidx):
+        """All 128 producer threads: cp.async one k-block per stage."""
+        a_s = st.sAp.data_ptr().toint()
+        b_s = st.sB1p.data_ptr().toint()
+        sfa_s = st.sSFA.data_ptr().toint()
+        sfb_s = st.sSFB1.data_ptr().toint()
+        chunk = tidx % 8  # 16-byte chunk of a 128-byte row
+        row0 = tidx // 8  # 0..15
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stages)
+        tile = cute.arch.block_idx()[0]
+        while tile < total_tiles:
+            g, mb, nb, mg, ng, kg = self.tile_of(tile, meta, offs)
+            a_g = meta[(g, 0)]
+            b_g = meta[(g, 1)]
+            sfa_g = meta[(g, 3)]
+            sfb_g = meta[(g, 4)]
+            kh = Int64(kg // 2)
+            k64 = kg // SUB_K
+            m0 = mb * self.tile_m
+            n0 = nb * self.tile_n
+            sfa_atom = Int64(mb * k64)  # the tile's 128 rows are atom mb (tile_m == 128)
+            sfb_atom = Int64(((n0 // 128) * k64))
+            for kb in cutlass.range(kg // K_BLOCK, unroll=1):
+                ab_pipe.producer_acquire(state)
+                si = state.index
+                kofs = Int64(kb * (K_BLOCK // 2) + chunk * 16)
+                for i in cutlass.range_constexpr(self.tile_m // 16):
+                    row = row0 + 16 * i
+                    ok = Int32((m0 + row) < mg)  # rows past M_g: zero-fill, read nothing
+                    src_row = Int64((m0 + row) * ok)
+                    decode.cp_async_16(
+                        decode.swizzle128_chunk_addr(a_s + si * self.a_stage_bytes, row, chunk),
+                        a_g + src_row * kh + kofs, 16 * ok)
+                for i in cutlass.range_constexpr(self.tile_n // 16):
+                    row = row0 + 16 * i
+                    decode.cp_async_16(
+                        decode.swizzle128_chunk_addr(b_s + si * self.b_stage_bytes, row, chunk),
+                        b_g + Int64(n0 + row) * kh + kofs, Int32(16))
+                # 2 KB of scales per operand: 4 consecutive 512-byte atoms (one k-block)
+                sf_ofs = Int64(kb * SF_STAGE_BYTES + tidx * 16)
+                decode.cp_async_16(sfa_s + si * SF_STAGE_BYTES + tidx * 16,
+                                   sfa_g + sfa_atom * 512 + sf_ofs, Int32(16))
+                decode.cp_async_16(sfb_s + si * SF_STAGE_BYTES + tidx * 16,
+                                   sfb_g + sfb_atom * 512 + sf_ofs, Int32(16))
+                ab_pipe.producer_commit(state)
+                state.advance()
+            tile += cute.arch.grid_dim()[0]
+        ab_pipe.producer_tail(state)
+
+    @cute.jit
+    def consumer(self, st, ab_pipe, tiled_mma, meta: cute.Tensor, offs: cute.Tensor, total_tiles, tidx):
+        ct = tidx - 128  # consumer thread 0..255
+        # decoded fp16 tiles, two buffers: (tile_m, 64, 2), (tile_n, 64, 2)
+        sBd = st.sB1d.get_tensor(self.b_dec_layout.outer, swizzle=self.b_dec_layout.inner)
+        thr_mma = tiled_mma.get_slice(ct)
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sBd))
+        ra = self.make_a_operand(st, tiled_mma, thr_mma, ct)
+        # (tile_m, tile_n) coordinates of this thread's accumulator values
+        cC = cute.make_identity_tensor((self.tile_m, self.tile_n))
+        tCcC = thr_mma.partition_C(cC)
+        acc = cute.make_rmem_tensor(tCcC.shape, cutlass.Float32)
+        self.assert_acc_regs(acc)
+
+        a_p = st.sAp.data_ptr().toint()
+        b_p = st.sB1p.data_ptr().toint()
+        sfa_p = st.sSFA.data_ptr().toint()
+        sfb_p = st.sSFB1.data_ptr().toint()
+        b_d = st.sB1d.data_ptr().toint()
+
+        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
+        it = Int32(0)
+        tile = cute.arch.block_idx()[0]
+        while tile < total_tiles:
+            g, mb, nb, mg, ng, kg = self.tile_of(tile, meta, offs)
+            nb_row0 = (nb * self.tile_n) % 128
+            acc.fill(0.0)
+            tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+            for kb in cutlass.range(kg // K_BLOCK, unroll=1):
+                ab_pipe.consumer_wait(read)
+                si = read.index
+                for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
+                    buf = it % self.dec_stages
+                    self.decode_a(ra, ct, a_p + si * self.a_stage_bytes, sfa_p + si * SF_STAGE_BYTES, buf, j)
+                    # B: tile_n rows x 2 segments
+                    for i in cutlass.range_constexpr((2 * self.tile_n + 255) // 256):
+                        t = ct + 256 * i
+                        if t < 2 * self.tile_n:
+                            seg_b = t // self.tile_n
+                            row_b = t % self.tile_n
+                            self.decode_one(b_p + si * self.b_stage_bytes, sfb_p + si * SF_STAGE_BYTES,
+                                            b_d + buf * self.b_dec_bytes, row_b, nb_row0 + row_b, seg_b, j)
+                    if cutlass.const_expr(j == K_BLOCK // SUB_K - 1):
+                        ab_pipe.consumer_release(read)
+                    if cutlass.const_expr("nofence" not in self.dbg):
+                        cute.arch.fence_proxy(cute.arch.ProxyKind.async_shared,
+                                              space=cute.arch.SharedSpace.shared_cta)
+                    # wgmma(it - dec_stages + 1) done in this warpgroup; after the barrier
+                    # in both, so buffer (it + 1) % dec_stages is free for the next decode
+                    cute.nvgpu.warpgroup.wait_group(self.dec_stages - 2)
+                    self.decode_barrier.arrive_and_wait()
+                    cute.nvgpu.warpgroup.fence()
+                    for kk in cutlass.range_constexpr(SUB_K // 16):
+                        cute.gemm(tiled_mma, acc, self.a_operand_k(ra, kk, buf, j), tCrB[(None, None, kk, buf)], acc)
+                    cute.nvgpu.warpgroup.commit_group()
+                    it += 1
+                read.advance()
+            cute.nvgpu.warpgroup.wait_group(0)
+            self.store_c(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, mg, ng)
+            tile += cute.arch.grid_dim()[0]
+
+    @cute.jit
+    def decode_one(self, src, sf, dst, row, sf_row, seg, j: cutlass.Constexpr):
+        """Row `row`, 32-code segment `seg` of sub-block j: 16 packed bytes -> 4 fp16 chunks;
+        `sf_row` is the row's index inside its 128-row scale atom."""
+        src_addr = decode.swizzle128_chunk_addr(src, row, 2 * j + seg)
+        sf_word = decode.ld_shared_u32(sf + (j * 128 + (sf_row % 32) * 4 + sf_row // 32) * 4)
+        dst_addr = decode.swizzle128_chunk_addr(dst, row, 4 * seg)
+        decode.decode_task(src_addr, sf_word, seg * 16, dst_addr, self.bit_decode, "nosts" not in self.dbg,
+                           self.rs_a)
+
+    @cute.jit
+    def store_c(self, acc, tCcC, c_g, m0, n0, mg, ng):
+        """fp16 C straight from the accumulators; rows >= M_g are skipped.  (A hand-written
+        `st.global.b32` of fp16 pairs hung the GPU here, H200 2026-11-21; the DSL's own
+        element stores work.)"""
+        scale = cutlass.Float32(decode.acc_rescale(self.bit_decode))
+        # (M_g, N_g) fp16 C of this group
+        mC = cute.make_tensor(cute.make_ptr(cutlass.Float16, c_g, cute.AddressSpace.gmem, assumed_align=16),
+                              cute.make_layout((mg, ng), stride=(ng, 1)))
+        for i in cutlass.range_constexpr(cute.size(acc)):
+            r, c = tCcC[i]
+            if m0 + r < mg:
+                mC[(m0 + r, n0 + c)] = (acc[i] * scale).to(cutlass.Float16)
+
+
+# ---------------------------------------------------------------------- host helpers
+
+
+def shared_storage_bytes(config: KernelConfig) -> int:
+    return Sm90Common.smem_bytes_of(config, 1)
+
+
+def static_shape_key(config: KernelConfig, shapes):
+    return None  # one compile serves every grouped shape
+
+
+def _tile_offsets(config: KernelConfig, shapes):
+    tm, tn = config.mma_tile_mn
+    offs = [0]
+    for m, n, _k in shapes:
+        offs.append(offs[-1] + ((m + tm - 1) // tm) * (n // tn))
+    total = offs[-1]
+    offs += [1 << 30] * (MAX_GROUPS + 1 - len(offs))
+    return offs, total
+
+
+def compile_args(config: KernelConfig, shapes) -> tuple:
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    return (
+        make_ptr(cutlass.Int64, 1 << 20, cute.AddressSpace.gmem, assumed_align=16),
+        make_ptr(cutlass.Int32, 2 << 20, cute.AddressSpace.gmem, assumed_align=16),
+        Int32(1), Int32(1),
+        make_fake_stream(),
+    )
+
+
+_META_CACHE: dict = {}
+_SMS: dict = {}
+
+
+def _sm_count(dev) -> int:
+    import torch
+
+    if dev not in _SMS:
+        _SMS[dev] = torch.cuda.get_device_properties(dev).multi_processor_count
+    return _SMS[dev]
+
+
+def runtime_args(data, config: KernelConfig, stream) -> tuple:
+    """Group table and tile prefix sums as small device tensors (cached by the tensors'
+    addresses and shapes, so a repeated call on the same buffers copies nothing)."""
+    import torch
+    from cutlass.cute.runtime import make_ptr
+
+    abc, _sfs, sfs_p, sizes = data
+    key = (config.mma_tile_mn,) + tuple((a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), tuple(s))
+                for (a, b, c), (sa, sb), s in zip(abc, sfs_p, sizes))
+    hit = _META_CACHE.get(key)
+    if hit is None:
+        dev = abc[0][2].device
+        rows = []
+        for (a, b, c), (sa, sb), (m, n, k, _l) in zip(abc, sfs_p, sizes):
+            rows.append([a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), m, n, k])
+        rows += [[0] * META_FIELDS] * (MAX_GROUPS - len(rows))
+        offs, total = _tile_offsets(config, [(m, n, k) for m, n, k, _ in sizes])
+        meta_t = torch.tensor(rows, dtype=torch.int64, device=dev)
+        offs_t = torch.tensor(offs, dtype=torch.int32, device=dev)
+        sms = _sm_count(dev)
+        if len(_META_CACHE) > 64:
+            _META_CACHE.clear()
+        hit = _META_CACHE[key] = (meta_t, offs_t, total, min(total, sms))
+    meta_t, offs_t, total, ctas = hit
+    if not isinstance(stream, cuda.CUstream):
+        stream = cuda.CUstream(stream.cuda_stream)
+    return (
+        make_ptr(cutlass.Int64, meta_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
+        make_ptr(cutlass.Int32, offs_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
+        Int32(total), Int32(ctas),
+        stream,
+    )

@@ -1,0 +1,112 @@
+"""Compile-only checks of the sm_90a kernels (no GPU needed).
+
+For every sm_90a CONFIG_MAP entry and the config `select_config` picks for each leaderboard
+test and benchmark shape (dual and grouped): compile for sm_90a, then check the PTX issues
+fp16 x fp16 -> fp32 `wgmma.mma_async`, uses no `cvt ... e2m1` (ptxas rejects it on
+sm_90a), and ptxas reports no spills and no stack frame.  The kernels assert at trace time
+that configs.sm90_smem_bytes / sm90_acc_registers match what they allocate.  Distinct
+configs are compiled once (the kernels take shapes at run time).
+"""
+
+import re
+
+import pytest
+
+import configs
+from nvfp4gemm import harness
+from nvfp4gemm.sm90.dual_gemm import Sm90DualGemmKernel
+from nvfp4gemm.sm90.grouped_gemm import Sm90GroupedGemmKernel
+
+SMEM_LIMIT = 232448
+
+
+def _cases():
+    seen = {}
+    for (arch, problem, shape), cfg in configs.CONFIG_MAP.items():
+        if arch == "sm_90a":
+            seen.setdefault((problem, cfg), shape)
+    for shape in configs.DUAL_TESTS + configs.DUAL_BENCHMARKS:
+        seen.setdefault(("dual", configs.select_config("dual", "sm_90a", shape)), shape)
+    for shape in configs.GROUP_TESTS + configs.GROUP_BENCHMARKS:
+        seen.setdefault(("group", configs.select_config("group", "sm_90a", shape)), shape)
+    return [(p, c, s) for (p, c), s in seen.items()]
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("problem,cfg,shape", CASES, ids=[f"{p}-{c.short()}" for p, c, _ in CASES])
+def test_compiles_f16_wgmma_no_spills(problem, cfg, shape, tmp_path):
+    if problem == "dual":
+        Sm90DualGemmKernel.can_implement(cfg, *shape)
+    else:
+        Sm90GroupedGemmKernel.can_implement(cfg, shape)
+    ck = harness.compile_kernel(problem, "sm_90a", cfg, shape, dump_dir=str(tmp_path))
+    assert ck.ptx_path, "no PTX dumped"
+    ptx = harness.read_ptx(ck.ptx_path)
+    mmas = set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.(\w+)\.(\w+)\.(\w+)", ptx))
+    assert mmas, "no wgmma.mma_async in the PTX"
+    for n, acc, a, b in mmas:
+        assert (acc, a, b) == ("f32", "f16", "f16"), mmas
+        # dual: B1 and B2 share one m64 x (2 * tile_n) wgmma (fused N)
+        assert int(n) == cfg.mma_tile_mn[1] * (2 if problem == "dual" else 1), mmas
+    assert "e2m1" not in ptx, "e2m1 conversion instruction in sm_90a PTX"
+    if cfg.rs_a:  # A from registers: wgmma's A operand is a {4 x b32} register list
+        assert re.search(r"wgmma\.mma_async[^;]*\}, \{%r", ptx), "rs_a but no register-A wgmma"
+    assert "fence.proxy.async.shared::cta" in ptx, "decoded tiles need a proxy fence before wgmma"
+    assert ck.spill_bytes == 0, f"{ck.spill_bytes} bytes of spills"
+    assert ck.stack_bytes == 0, f"{ck.stack_bytes} bytes of stack frame"
+    assert ck.smem_bytes <= SMEM_LIMIT
+
+
+@pytest.mark.parametrize("shape,needle", [
+    ((200, 512, 256, 1), "M=200"),
+    ((256, 96, 256, 1), "N=96"),
+    ((256, 512, 320, 1), "K=320"),
+])
+def test_dual_can_implement_names_constraint(shape, needle):
+    cfg = configs.select_config("dual", "sm_90a", (256, 512, 256, 1))
+    with pytest.raises(ValueError, match=needle):
+        Sm90DualGemmKernel.can_implement(cfg, *shape)
+
+
+def test_grouped_can_implement_names_constraint():
+    cfg = configs.select_config("group", "sm_90a", ((128, 128, 256),))
+    with pytest.raises(ValueError, match="N=96"):
+        Sm90GroupedGemmKernel.can_implement(cfg, ((64, 96, 256),))
+    with pytest.raises(ValueError, match="17 groups"):
+        Sm90GroupedGemmKernel.can_implement(cfg, ((64, 128, 256),) * 17)
+
+
+def test_decode_table_is_exact():
+    """The bit placement used by decode.py reproduces every e2m1 code times 2^-14."""
+    import numpy as np
+    from nvfp4gemm.formats import E2M1_VALUES
+
+    for code in range(16):
+        bits = ((code & 8) << 12) | ((code & 7) << 9)
+        val = np.array([bits], dtype=np.uint16).view(np.float16)[0]
+        assert float(val) * 2.0**14 == E2M1_VALUES[code], code
+
+
+# Non-default paths kept compiling: A decoded to shared memory (no rs_a), the experimental
+# dedicated decode warpgroups (640 threads, tile N = 64), the TMA warpgroup's idle warps
+# helping with the decode.
+_EXTRA = [
+    ("dual", dict(rs_a=False), configs.DUAL_BENCHMARKS[1]),
+    ("group", dict(rs_a=False), configs.GROUP_BENCHMARKS[0]),
+    ("dual", dict(rs_a=False, decode_wgs=2, ab_stages=2, dec_stages=4), configs.DUAL_BENCHMARKS[0]),
+    ("dual", dict(decode_helpers=3), configs.DUAL_BENCHMARKS[1]),
+]
+
+
+@pytest.mark.parametrize("problem,changes,shape", _EXTRA, ids=[f"{p}-{c}" for p, c, _ in _EXTRA])
+def test_other_paths_compile(problem, changes, shape, tmp_path):
+    from dataclasses import replace
+
+    cfg = replace(configs.select_config(problem, "sm_90a", shape), **changes)
+    assert not configs.check_config(cfg), configs.check_config(cfg)
+    ck = harness.compile_kernel(problem, "sm_90a", cfg, shape, dump_dir=str(tmp_path))
+    ptx = harness.read_ptx(ck.ptx_path)
+    assert "wgmma.mma_async" in ptx
+    assert ck.spill_bytes == 0 and ck.stack_bytes == 0
