@@ -213,6 +213,14 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+def short_case(r) -> str:
+    if r["problem"] == "dual":
+        m, n, k, _l = r["case"]
+        return f"{m}x{n}x{k}" + (f"x{_l}" if _l != 1 else "")
+    c = r["case"]
+    return f"g{len(c)} N{c[0][1]} K{c[0][2]}"
+
+
 def print_table(rows, ceilings, device_name: str) -> None:
     print(f"\nDevice: {device_name}; fp16 matmul {ceilings['fp16_tflops']:.0f} TFLOP/s, copy {ceilings['copy_tbps']:.2f} TB/s")
     names = sorted({n for r in rows for n in r["baselines"]})
@@ -225,7 +233,7 @@ def print_table(rows, ceilings, device_name: str) -> None:
         for n in names:
             b = r["baselines"].get(n, {})
             sp.append(f"{b['speedup']:>24.2f}x" if "speedup" in b else f"{'n/a':>25}")
-        case = "x".join(map(str, r["case"])) if r["problem"] == "dual" else f"g{len(r['case'])} M{[c[0] for c in r['case']]}"
+        case = short_case(r)
         print(f"{r['problem']:7} {case[:40]:40} {'yes' if r['correct'] else 'NO':3} {r['us']:8.1f} {r.get('graph_us', float('nan')):8.1f} "
               f"{r['tflops']:8.1f} {r['gbps']:7.0f} {r['floor_us']:7.1f} {r['x_floor']:6.2f}  " + "  ".join(sp) + f"  {r['config']}")
     for p in sorted({r["problem"] for r in rows}):
@@ -240,7 +248,7 @@ def write_png(rows, path: str) -> None:
     import matplotlib.pyplot as plt
 
     names = sorted({n for r in rows for n in r["baselines"] if "us" in r["baselines"][n]})
-    labels = [("dual " if r["problem"] == "dual" else "group ") + str(i % 4 + 1) for i, r in enumerate(rows)]
+    labels = [f"{r['problem']}\n{short_case(r)}" for r in rows]
     series = [("floor", [r["floor_us"] for r in rows]), ("ours", [r["us"] for r in rows])]
     series += [(n, [r["baselines"].get(n, {}).get("us", float("nan")) for r in rows]) for n in names]
     fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(rows)), 5))

@@ -43,3 +43,21 @@ def test_cpu_main_job_runs_compile_report(tmp_path):
     rows = json.loads(js.read_text())["rows"]
     assert len(rows) == 1 and rows[0]["ok"] and rows[0]["arch"] == "sm_100a"
     assert rows[0]["spills"] == 0 and rows[0]["smem"] <= 232448 and rows[0]["registers"] > 0
+
+
+def test_gpu_report_table_and_chart(tmp_path, capsys, monkeypatch):
+    """The GPU report's table and PNG, rendered from a stored run's JSON (H200, 2026-11-21)."""
+    import torch
+
+    from benchmarks import timing
+
+    run = json.load(open(os.path.join(ROOT, "docs", "bench_h200_2026-11-21.json")))
+    timing.print_table(run["rows"], run["ceilings"], run["device"])
+    out = capsys.readouterr().out
+    assert "fp16 matmul 752 TFLOP/s" in out
+    assert "256x4096x7168" in out and "g8 N4096 K7168" in out
+    assert "vs cuBLAS fp16 pre-decode" in out and "geomean dual:" in out and "geomean group:" in out
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: run["device"])
+    png = tmp_path / "c.png"
+    timing.write_png(run["rows"], str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10000
