@@ -51,9 +51,6 @@ class KernelConfig:
     mma_warpgroups: int = 2  # sm_90a: consumer warpgroups splitting the tile's M
     dec_stages: int = 2  # sm_90a: decoded fp16 sub-block buffers (3 lets wgmma run 2 deep)
     rs_a: bool = False  # sm_90a: A decoded into registers (wgmma RS), only B tiles in smem
-    decode_wgs: int = 0  # sm_90a: 0 = MMA warpgroups decode; 2 = two dedicated decode warpgroups
-    #   (640 threads cap every role at 96 registers: only tile N = 64 fits)
-    decode_helpers: int = 0  # sm_90a dual: idle warps of the TMA warpgroup that also decode B (0/3)
 
     @property
     def gemms(self) -> int:
@@ -121,17 +118,23 @@ def sm100_smem_bytes(cfg: KernelConfig) -> int:
 
 
 def sm90_smem_bytes(cfg: KernelConfig) -> int:
-    """Packed operands and scales per stage, plus one decoded fp16 k-block of every operand
-    (the wgmma reads fp16 tiles from shared memory), plus the C staging buffers."""
+    """Packed operands and scales per stage, plus `dec_stages` decoded fp16 64-code
+    sub-blocks of every B (the wgmma reads B from shared memory; A is decoded into its
+    registers, rs_a), plus the C staging buffers."""
     tm, tn = cfg.mma_tile_mn
     rows = tm + cfg.gemms * tn  # A rows + rows of every B
-    # scales are TMA'd as whole 128-row atoms of the permuted layout (2 KB per k-block)
-    sf_rows = round_up(tm, 128) + cfg.gemms * round_up(tn, 128)
+    # scales are TMA'd as whole 128-row atoms of the permuted layout (2 KB per k-block); a
+    # B tile whose N does not divide 128 (96) can straddle two atoms, so it loads two
+    sf_rows = round_up(tm, 128) + cfg.gemms * 128 * sm90_sfb_atoms(tn)
     packed = rows * (K_BLOCK // 2) + sf_rows * (K_BLOCK // SF_VEC)
-    dec_rows = rows - (tm if cfg.rs_a else 0)  # with rs_a, A never goes to smem as fp16
-    decoded = dec_rows * 64 * 2 * cfg.dec_stages  # fp16 sub-blocks of 64 K-elements
+    decoded = cfg.gemms * tn * 64 * 2 * cfg.dec_stages  # fp16 sub-blocks of 64 K-elements
     c = cfg.epi_stages * cfg.epi_tile_mn[0] * cfg.epi_tile_mn[1] * 2
     return cfg.ab_stages * packed + decoded + c + 1024
+
+
+def sm90_sfb_atoms(tn: int) -> int:
+    """128-row scale atoms loaded per B operand per k-block for tile N = tn."""
+    return 1 if 128 % tn == 0 else 2
 
 
 def sm90_acc_registers(cfg: KernelConfig) -> int:
@@ -178,6 +181,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
     else:
         if cfg.cta_group != 1:
             errs.append("sm_90a has no 2-CTA MMA: cta_group must be 1")
+        if not cfg.rs_a or cfg.dec_stages != 2:
+            errs.append("sm_90a decodes A into wgmma registers: rs_a=True with dec_stages == 2")
         if tm % (64 * cfg.mma_warpgroups):
             errs.append(f"tile M {tm} must be a multiple of 64 x mma_warpgroups ({cfg.mma_warpgroups})")
         if tn % 8 or not 8 <= tn <= 256:
@@ -376,12 +381,20 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     ("sm_100a", "group", GROUP_BENCHMARKS[3]): _sm100_group_swap_ab(),
     # --- sm_90a dual (default rule: 128x128, two consumer warpgroups) --------------------
     # M=256: 128x128 gives only 64 (48) tiles on 132 SMs; 128x64 doubles the tiles
-    # (H200, 2026-11-21: 256x4096x7168 118.7 -> 82.1 us).  M=512 keeps 128x128 (one wave).
+    # (H200, 2026-11-21: 256x4096x7168 118.7 -> 82.1 us).  512x4096 keeps 128x128 (one wave).
     **{("sm_90a", "dual", s): default_config("dual", "sm_90a", s) for s in DUAL_BENCHMARKS},
     ("sm_90a", "dual", DUAL_BENCHMARKS[0]): _fill_stages(KernelConfig(
         "dual", "sm_90a", (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4),
+    # 256x3072: 128x64 gives 96 tiles on 132 SMs (73%); 128x48 (wgmma n = 96, epilogue
+    # subtile 128x16, two scale atoms per B stage) gives 128.  H200, 2026-11-21, same run:
+    # 41.8 us vs 44.0 us for 128x64 (notes/sm90.md, experiment 16).
     ("sm_90a", "dual", DUAL_BENCHMARKS[2]): _fill_stages(KernelConfig(
-        "dual", "sm_90a", (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4),
+        "dual", "sm_90a", (128, 48), mma_warpgroups=2, epi_tile_mn=(128, 16), rs_a=True), cap=4),
+    # 512x3072: 128x128 gives 96 tiles on 132 SMs (73%); 128x96 (fused wgmma n = 192, two
+    # scale atoms per B stage, B decoded in 16-code quarter tasks, 3 per thread) gives 128,
+    # one wave.  H200, 2026-11-21, same run: 85.8 us vs 106.7 us for 128x128 (experiment 15).
+    ("sm_90a", "dual", DUAL_BENCHMARKS[3]): _fill_stages(KernelConfig(
+        "dual", "sm_90a", (128, 96), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4),
     # --- sm_90a grouped (default rule) ----------------------------------------------------
     **{("sm_90a", "group", s): default_config("group", "sm_90a", s) for s in GROUP_BENCHMARKS},
 }

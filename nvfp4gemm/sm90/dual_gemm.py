@@ -8,21 +8,22 @@ columns of each of B1 and B2):
   WG1, WG2  consumers (64 rows of A each): per 64-code sub-block, all 256 consumer threads
        decode B1/B2 rows into one fp16 (2*tile_n, 64) tile in shared memory (scale folded
        in, exact; decode.py), `fence.proxy.async`, named barrier; each warpgroup decodes its
-       own 64 rows of A straight into wgmma A-fragment registers (rs_a; else A is decoded to
-       shared memory like B) and issues m64 x (2*tile_n) x k16 wgmmas (fp16 -> fp32) that
+       own 64 rows of A straight into wgmma A-fragment registers (rs_a) and issues m64 x (2*tile_n) x k16 wgmmas (fp16 -> fp32) that
        cover B1 and B2 at once.  Decode of sub-block i+1 overlaps the wgmmas of sub-block i.
        Epilogue: silu(x1) * x2 in fp32 (shared `epilogue.silu_mul`), fp16, stmatrix to
        shared memory, TMA store.
-  (decode_wgs == 2, experimental: two more warpgroups decode A, B1, B2 into a ring of
-       decoded sub-blocks and the MMA warpgroups only issue wgmma; same speed as above on
-       H200, tile N = 64 only.)
 
 Layouts: A (M, K/2, L) bytes, B1/B2 (N, K/2, L) bytes, K-major; scales in the permuted
 (32,4,rm,4,rk,L) form, read as 512-byte atoms of 128 rows x 4 scale columns (one int32 per
 row: the 4 scales of a 64-code sub-block); C (M, N, L) fp16 row-major.
 
-Constraints (can_implement): M % 128 == 0, N % tile_n == 0, K % 256 == 0, no swap_ab,
-tile_m == 128 with 2 consumer warpgroups, tile_n in {64, 128}.
+Tile N 48 and 96 (N = 3072 shapes: 128 tiles instead of 96 on 132 SMs): a B tile can then
+straddle two 128-row scale atoms, so each stage holds two per B (`sfb_atoms`); tile N 96
+decodes B in 16-code quarter tasks (3 per consumer thread, balanced over both warpgroups);
+tile N 48 uses a 128x16 epilogue subtile.
+
+Constraints (can_implement): configs.check_shape (M % 128 == 0, N % 64 == 0, K % 256 == 0),
+N % tile_n == 0; tile_m == 128 with 2 consumer warpgroups, tile_n in {48, 64, 96, 128}.
 """
 
 from __future__ import annotations
@@ -39,9 +40,7 @@ from configs import K_BLOCK, KernelConfig
 from nvfp4gemm import scheduler
 from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.sm90 import decode
-from nvfp4gemm.sm90.common import Sm90Common
-
-SUB_K = 64  # codes per decoded sub-block (one 128-byte fp16 row, one wgmma k-tile of 4 x 16)
+from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, Sm90Common, sm_count
 
 
 class Sm90DualGemmKernel(Sm90Common):
@@ -52,16 +51,7 @@ class Sm90DualGemmKernel(Sm90Common):
 
     @staticmethod
     def can_implement(config: KernelConfig, m: int, n: int, k: int, l: int) -> None:
-        Sm90Common.check_config(config)
-        tm, tn = config.mma_tile_mn
-        if m % tm:
-            raise ValueError(f"M={m} must be a multiple of the tile M {tm}")
-        if n % tn:
-            raise ValueError(f"N={n} must be a multiple of the tile N {tn}")
-        if k % K_BLOCK:
-            raise ValueError(f"K={k} must be a multiple of {K_BLOCK}")
-        if l < 1:
-            raise ValueError(f"L={l} must be >= 1")
+        Sm90Common.check_problem(config, "dual", (m, n, k, l))
 
     @cute.jit
     def __call__(
@@ -101,8 +91,8 @@ class Sm90DualGemmKernel(Sm90Common):
         tma_b1, tB1 = self.make_tma_load(mB1, self.b_packed_layout, self.tile_n)
         tma_b2, tB2 = self.make_tma_load(mB2, self.b_packed_layout, self.tile_n)
         tma_sfa, tSFA = self.make_tma_load_sf(mSFA, self.sf_layout)
-        tma_sfb1, tSFB1 = self.make_tma_load_sf(mSFB1, self.sf_layout)
-        tma_sfb2, tSFB2 = self.make_tma_load_sf(mSFB2, self.sf_layout)
+        tma_sfb1, tSFB1 = self.make_tma_load_sf(mSFB1, self.sfb_layout)
+        tma_sfb2, tSFB2 = self.make_tma_load_sf(mSFB2, self.sfb_layout)
         tma_c, tC = self.make_tma_store(mC)
 
         self.kernel(
@@ -146,9 +136,6 @@ class Sm90DualGemmKernel(Sm90Common):
         smem = utils.SmemAllocator()
         st = smem.allocate(self.shared_storage)
         ab_pipe = self.make_ab_pipeline(st.mbar.data_ptr())
-        dec_pipe = None
-        if cutlass.const_expr(self.decode_wgs > 0):
-            dec_pipe = self.make_dec_pipeline(st.dmbar.data_ptr())
 
         tiles_m = m // self.tile_m
         tiles_n = n // self.tile_n
@@ -161,131 +148,14 @@ class Sm90DualGemmKernel(Sm90Common):
 
         wg = cute.arch.make_warp_uniform(tidx // 128)
         if wg == 0:
-            if cutlass.const_expr(self.decode_wgs == 0):
-                cute.arch.warpgroup_reg_dealloc(self.load_regs)
+            cute.arch.warpgroup_reg_dealloc(self.load_regs)
             if warp_idx == 0:
                 self.producer(st, ab_pipe, tma_a, mA, tma_b1, mB1, tma_b2, mB2,
                               tma_sfa, mSFA, tma_sfb1, mSFB1, tma_sfb2, mSFB2,
                               tiles_m, tiles_n, num_tiles, k_blocks, rm_a, rm_b)
-            else:
-                if cutlass.const_expr(self.helpers > 0):
-                    self.helper(st, ab_pipe, tiles_m, tiles_n, num_tiles, k_blocks, tidx)
         elif wg <= self.num_mma_wg:
-            # (with decode warpgroups, 640 threads: ptxas compiles every role within the
-            # launch's 96 registers, so there is nothing to rebalance with setmaxnreg)
-            if cutlass.const_expr(self.decode_wgs == 0):
-                cute.arch.warpgroup_reg_alloc(self.mma_regs)
-            if cutlass.const_expr(self.decode_wgs > 0):
-                self.consumer_mma(st, dec_pipe, tiled_mma, tma_c, mC, tiles_m, tiles_n, num_tiles, k_blocks, tidx)
-            else:
-                self.consumer(st, ab_pipe, tiled_mma, tma_c, mC, tiles_m, tiles_n, num_tiles, k_blocks, tidx)
-        else:
-            if cutlass.const_expr(self.decode_wgs > 0):
-                self.decoder(st, ab_pipe, dec_pipe, tiles_m, tiles_n, num_tiles, k_blocks, tidx)
-
-    @cute.jit
-    def decoder(self, st, ab_pipe, dec_pipe, tiles_m, tiles_n, num_tiles, k_blocks, tidx):
-        """Decode warpgroups (decode_wgs == 2): packed stage -> 4 decoded 64-code sub-blocks
-        of A, B1, B2 in the decoded ring, running ahead of the MMA warpgroups."""
-        dt = tidx - 128 * (1 + self.num_mma_wg)  # decode thread 0..255
-        a_p = st.sAp.data_ptr().toint()
-        b1_p = st.sB1p.data_ptr().toint()
-        b2_p = st.sB2p.data_ptr().toint()
-        sfa_p = st.sSFA.data_ptr().toint()
-        sfb1_p = st.sSFB1.data_ptr().toint()
-        sfb2_p = st.sSFB2.data_ptr().toint()
-        a_d = st.sAd.data_ptr().toint()
-        b1_d = st.sB1d.data_ptr().toint()
-        b2_d = b1_d + self.tile_n * 128
-        if cutlass.const_expr(not self.fuse_n):
-            b2_d = st.sB2d.data_ptr().toint()
-        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
-        dstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.dec_stages)
-        tile = cute.arch.block_idx()[0]
-        while tile < num_tiles:
-            mb, nb, lb = scheduler.linear_to_mnl(tile, tiles_m, tiles_n, self.raster_m)
-            nb_row0 = (nb * self.tile_n) % 128
-            for kb in cutlass.range(k_blocks, unroll=1):
-                ab_pipe.consumer_wait(read)
-                si = read.index
-                for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
-                    dec_pipe.producer_acquire(dstate)
-                    buf = dstate.index
-                    a_src = a_p + si * self.a_stage_bytes
-                    a_dst = a_d + buf * self.a_dec_bytes
-                    for i in cutlass.range_constexpr((2 * self.tile_m) // 256):
-                        t = dt + 256 * i
-                        self.decode_one(a_src, sfa_p + si * 2048, a_dst, t % self.tile_m, t % self.tile_m,
-                                        t // self.tile_m, j)
-                    self.decode_b(dt, b1_p + si * self.b_stage_bytes, b2_p + si * self.b_stage_bytes,
-                                  sfb1_p + si * 2048, sfb2_p + si * 2048,
-                                  b1_d + buf * self.b_buf_bytes, b2_d + buf * self.b_buf_bytes, j, nb_row0)
-                    if cutlass.const_expr(j == K_BLOCK // SUB_K - 1):
-                        ab_pipe.consumer_release(read)
-                    cute.arch.fence_proxy(cute.arch.ProxyKind.async_shared,
-                                          space=cute.arch.SharedSpace.shared_cta)
-                    dec_pipe.producer_commit(dstate)
-                    dstate.advance()
-                read.advance()
-            tile += cute.arch.grid_dim()[0]
-        dec_pipe.producer_tail(dstate)
-
-    @cute.jit
-    def consumer_mma(self, st, dec_pipe, tiled_mma, tma_c, mC, tiles_m, tiles_n, num_tiles, k_blocks, tidx):
-        """MMA warpgroups (decode_wgs == 2): wgmma on decoded sub-blocks as they arrive, one
-        wgmma group in flight; epilogue as in `consumer`."""
-        ct = tidx - 128
-        # (tile_m, 64, dec_stages) decoded A; (mma_n, 64, dec_stages) decoded B1 (+ B2)
-        sAd = st.sAd.get_tensor(self.a_dec_layout.outer, swizzle=self.a_dec_layout.inner)
-        sB1d = st.sB1d.get_tensor(self.b_dec_layout.outer, swizzle=self.b_dec_layout.inner)
-        thr_mma = tiled_mma.get_slice(ct)
-        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sAd))
-        tCrB1 = tiled_mma.make_fragment_B(thr_mma.partition_B(sB1d))
-        tCrB2 = tCrB1
-        if cutlass.const_expr(not self.fuse_n):
-            sB2d = st.sB2d.get_tensor(self.b_dec_layout.outer, swizzle=self.b_dec_layout.inner)
-            tCrB2 = tiled_mma.make_fragment_B(thr_mma.partition_B(sB2d))
-        gC = cute.local_tile(mC, (self.tile_m, self.tile_n), (None, None, None))
-        acc_shape = thr_mma.partition_C(cute.make_identity_tensor((self.tile_m, self.mma_n))).shape
-        acc1 = cute.make_rmem_tensor(acc_shape, cutlass.Float32)
-        acc2 = acc1
-        if cutlass.const_expr(not self.fuse_n):
-            acc2 = cute.make_rmem_tensor(acc_shape, cutlass.Float32)
-        self.assert_acc_regs(acc1)
-        epi = self.make_epilogue(tiled_mma, st, ct)
-        dread = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.dec_stages)
-        drel = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.dec_stages)
-        n_sub = k_blocks * (K_BLOCK // SUB_K)
-        tiles_done = Int32(0)
-        tile = cute.arch.block_idx()[0]
-        while tile < num_tiles:
-            mb, nb, lb = scheduler.linear_to_mnl(tile, tiles_m, tiles_n, self.raster_m)
-            acc1.fill(0.0)
-            if cutlass.const_expr(not self.fuse_n):
-                acc2.fill(0.0)
-            tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-            for s in cutlass.range(n_sub, unroll=1):
-                dec_pipe.consumer_wait(dread)
-                buf = dread.index
-                cute.nvgpu.warpgroup.fence()
-                for kk in cutlass.range_constexpr(SUB_K // 16):
-                    cute.gemm(tiled_mma, acc1, tCrA[(None, None, kk, buf)], tCrB1[(None, None, kk, buf)], acc1)
-                    if cutlass.const_expr(not self.fuse_n):
-                        cute.gemm(tiled_mma, acc2, tCrA[(None, None, kk, buf)], tCrB2[(None, None, kk, buf)], acc2)
-                cute.nvgpu.warpgroup.commit_group()
-                # the previous sub-block's wgmma is done: hand its buffer back
-                cute.nvgpu.warpgroup.wait_group(1)
-                if s > 0:
-                    dec_pipe.consumer_release(drel)
-                    drel.advance()
-                dread.advance()
-            cute.nvgpu.warpgroup.wait_group(0)
-            dec_pipe.consumer_release(drel)
-            drel.advance()
-            self.epilogue_dual(epi, acc1, acc2, tma_c, gC[(None, None, mb, nb, lb)], tiles_done, ct)
-            tiles_done += 1
-            tile += cute.arch.grid_dim()[0]
-        epi.store_pipe.producer_tail()
+            cute.arch.warpgroup_reg_alloc(self.mma_regs)
+            self.consumer(st, ab_pipe, tiled_mma, tma_c, mC, tiles_m, tiles_n, num_tiles, k_blocks, tidx)
 
     @cute.jit
     def producer(self, st, ab_pipe, tma_a, mA, tma_b1, mB1, tma_b2, mB2,
@@ -305,8 +175,8 @@ class Sm90DualGemmKernel(Sm90Common):
         sB1p = self.packed_tensor(st.sB1p, self.b_packed_layout)
         sB2p = self.packed_tensor(st.sB2p, self.b_packed_layout)
         sSFA = st.sSFA.get_tensor(self.sf_layout)
-        sSFB1 = st.sSFB1.get_tensor(self.sf_layout)
-        sSFB2 = st.sSFB2.get_tensor(self.sf_layout)
+        sSFB1 = st.sSFB1.get_tensor(self.sfb_layout)
+        sSFB2 = st.sSFB2.get_tensor(self.sfb_layout)
         tAs, tAg = self.tma_part(tma_a, sAp, gA)
         tB1s, tB1g = self.tma_part(tma_b1, sB1p, gB1)
         tB2s, tB2g = self.tma_part(tma_b2, sB2p, gB2)
@@ -321,6 +191,8 @@ class Sm90DualGemmKernel(Sm90Common):
             nb128 = (nb * self.tile_n) // 128
             sfa_atom = (lb * rm_a + mb * (self.tile_m // 128)) * k_blocks
             sfb_atom = (lb * rm_b + nb128) * k_blocks
+            # second atom (tile N 96 may straddle two): the next one, or the same at the end
+            sfb_atom_hi = sfb_atom + Int32(nb128 + 1 < rm_b) * k_blocks
             for kb in cutlass.range(k_blocks, unroll=1):
                 ab_pipe.producer_acquire(state)
                 bar = ab_pipe.producer_get_barrier(state)
@@ -329,8 +201,12 @@ class Sm90DualGemmKernel(Sm90Common):
                 cute.copy(tma_b1, tB1g[(None, nb, kb, lb)], tB1s[(None, si)], tma_bar_ptr=bar)
                 cute.copy(tma_b2, tB2g[(None, nb, kb, lb)], tB2s[(None, si)], tma_bar_ptr=bar)
                 cute.copy(tma_sfa, tSFAg[(None, 0, sfa_atom + kb)], tSFAs[(None, si)], tma_bar_ptr=bar)
-                cute.copy(tma_sfb1, tSFB1g[(None, 0, sfb_atom + kb)], tSFB1s[(None, si)], tma_bar_ptr=bar)
-                cute.copy(tma_sfb2, tSFB2g[(None, 0, sfb_atom + kb)], tSFB2s[(None, si)], tma_bar_ptr=bar)
+                sb = self.sfb_atoms * si
+                cute.copy(tma_sfb1, tSFB1g[(None, 0, sfb_atom + kb)], tSFB1s[(None, sb)], tma_bar_ptr=bar)
+                cute.copy(tma_sfb2, tSFB2g[(None, 0, sfb_atom + kb)], tSFB2s[(None, sb)], tma_bar_ptr=bar)
+                if cutlass.const_expr(self.sfb_atoms == 2):
+                    cute.copy(tma_sfb1, tSFB1g[(None, 0, sfb_atom_hi + kb)], tSFB1s[(None, sb + 1)], tma_bar_ptr=bar)
+                    cute.copy(tma_sfb2, tSFB2g[(None, 0, sfb_atom_hi + kb)], tSFB2s[(None, sb + 1)], tma_bar_ptr=bar)
                 ab_pipe.producer_commit(state)
                 state.advance()
             tile += cute.arch.grid_dim()[0]
@@ -339,24 +215,16 @@ class Sm90DualGemmKernel(Sm90Common):
     @cute.jit
     def consumer(self, st, ab_pipe, tiled_mma, tma_c, mC, tiles_m, tiles_n, num_tiles, k_blocks, tidx):
         ct = tidx - 128  # consumer thread 0..255
-        wg_idx = ct // 128
-        # (mma_n, 64, dec_stages): B1 (and, fused, B2 below it)
-        sB1d = st.sB1d.get_tensor(self.b_dec_layout.outer, swizzle=self.b_dec_layout.inner)
+        # (mma_n, 64, dec_stages): B1 rows, then B2 rows below them
+        sBd = st.sB1d.get_tensor(self.b_dec_layout.outer, swizzle=self.b_dec_layout.inner)
         thr_mma = tiled_mma.get_slice(ct)
-        tCrB1 = tiled_mma.make_fragment_B(thr_mma.partition_B(sB1d))
-        tCrB2 = tCrB1
-        if cutlass.const_expr(not self.fuse_n):
-            sB2d = st.sB2d.get_tensor(self.b_dec_layout.outer, swizzle=self.b_dec_layout.inner)
-            tCrB2 = tiled_mma.make_fragment_B(thr_mma.partition_B(sB2d))
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sBd))
         # (tile_m, tile_n, RestM, RestN, RestL) output tiles
         gC = cute.local_tile(mC, (self.tile_m, self.tile_n), (None, None, None))
-        # accumulators: fused, one (tile_m, 2*tile_n) fragment (x1 columns, then x2)
+        # accumulator: one (tile_m, 2*tile_n) fragment (x1 columns, then x2)
         acc_shape = thr_mma.partition_C(cute.make_identity_tensor((self.tile_m, self.mma_n))).shape
-        acc1 = cute.make_rmem_tensor(acc_shape, cutlass.Float32)
-        acc2 = acc1
-        if cutlass.const_expr(not self.fuse_n):
-            acc2 = cute.make_rmem_tensor(acc_shape, cutlass.Float32)
-        self.assert_acc_regs(acc1)
+        acc = cute.make_rmem_tensor(acc_shape, cutlass.Float32)
+        self.assert_acc_regs(acc)
 
         a_p = st.sAp.data_ptr().toint()
         b1_p = st.sB1p.data_ptr().toint()
@@ -365,10 +233,8 @@ class Sm90DualGemmKernel(Sm90Common):
         sfb1_p = st.sSFB1.data_ptr().toint()
         sfb2_p = st.sSFB2.data_ptr().toint()
         b1_d = st.sB1d.data_ptr().toint()
-        ra = self.make_a_operand(st, tiled_mma, thr_mma, ct)
-        b2_d = b1_d + self.tile_n * 128  # fused: B2 rows follow B1's in the same tile
-        if cutlass.const_expr(not self.fuse_n):
-            b2_d = st.sB2d.data_ptr().toint()
+        ra = self.make_a_operand(thr_mma, ct)
+        b2_d = b1_d + self.tile_n * 128  # B2 rows follow B1's in the same tile
 
         epi = self.make_epilogue(tiled_mma, st, ct)
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
@@ -378,9 +244,7 @@ class Sm90DualGemmKernel(Sm90Common):
         while tile < num_tiles:
             mb, nb, lb = scheduler.linear_to_mnl(tile, tiles_m, tiles_n, self.raster_m)
             nb_row0 = (nb * self.tile_n) % 128  # B tile's first row inside its 128-row atom
-            acc1.fill(0.0)
-            if cutlass.const_expr(not self.fuse_n):
-                acc2.fill(0.0)
+            acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
             for kb in cutlass.range(k_blocks, unroll=1):
                 ab_pipe.consumer_wait(read)
@@ -388,50 +252,55 @@ class Sm90DualGemmKernel(Sm90Common):
                 for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
                     buf = it % self.dec_stages
                     # ---- decode sub-block j of stage si into buffer buf
-                    if cutlass.const_expr("nodecode" not in self.dbg):
-                        self.decode_a(ra, ct, a_p + si * self.a_stage_bytes, sfa_p + si * 2048, buf, j)
-                        self.decode_b(ct, b1_p + si * self.b_stage_bytes, b2_p + si * self.b_stage_bytes,
-                                      sfb1_p + si * 2048, sfb2_p + si * 2048,
-                                      b1_d + buf * self.b_buf_bytes, b2_d + buf * self.b_buf_bytes, j, nb_row0)
-                    if cutlass.const_expr("nofence" not in self.dbg):
-                        cute.arch.fence_proxy(cute.arch.ProxyKind.async_shared,
-                                              space=cute.arch.SharedSpace.shared_cta)
-                    # wgmma(it - dec_stages + 1) done in this warpgroup; after the barrier
-                    # in both, so buffer (it + 1) % dec_stages is free for the next decode
-                    cute.nvgpu.warpgroup.wait_group(self.dec_stages - 2)
-                    self.decode_barrier.arrive_and_wait()
+                    self.decode_a(ra, a_p + si * self.a_stage_bytes, sfa_p + si * SF_STAGE_BYTES, j)
+                    self.decode_b(ct, b1_p + si * self.b_stage_bytes, b2_p + si * self.b_stage_bytes,
+                                  sfb1_p + si * self.sfb_stage_bytes, sfb2_p + si * self.sfb_stage_bytes,
+                                  b1_d + buf * self.b_buf_bytes, b2_d + buf * self.b_buf_bytes, j, nb_row0)
+                    self.sync_decoded()
                     if cutlass.const_expr(j == K_BLOCK // SUB_K - 1):
-                        # after the barrier: every decoder (helpers too) is done with the stage
+                        # after the barrier: every decoder is done with the stage
                         ab_pipe.consumer_release(read)
                     # ---- wgmma on buffer buf (async; overlaps the next decode)
-                    cute.nvgpu.warpgroup.fence()
-                    for kk in cutlass.range_constexpr(0 if "nomma" in self.dbg else SUB_K // 16):
-                        a_k = self.a_operand_k(ra, kk, buf, j)
-                        cute.gemm(tiled_mma, acc1, a_k, tCrB1[(None, None, kk, buf)], acc1)
-                        if cutlass.const_expr(not self.fuse_n):
-                            cute.gemm(tiled_mma, acc2, a_k, tCrB2[(None, None, kk, buf)], acc2)
-                    cute.nvgpu.warpgroup.commit_group()
+                    self.mma_subblock(tiled_mma, acc, ra, tCrB, buf, j)
                     it += 1
                 read.advance()
             cute.nvgpu.warpgroup.wait_group(0)
-            self.epilogue_dual(epi, acc1, acc2, tma_c, gC[(None, None, mb, nb, lb)], tiles_done, ct)
+            self.epilogue_dual(epi, acc, tma_c, gC[(None, None, mb, nb, lb)], tiles_done, ct)
             tiles_done += 1
             tile += cute.arch.grid_dim()[0]
         epi.store_pipe.producer_tail()
 
     @cute.jit
     def decode_b(self, ct, b1_src, b2_src, sfb1, sfb2, b1_dst, b2_dst, j: cutlass.Constexpr, nb_row0):
-        """B1 and B2 rows of the tile: 2 operands x tile_n rows x 2 segments over the
-        `num_decoders` decode threads (`ct` = 0..num_decoders-1)."""
+        """B1 and B2 rows of the tile: 2 operands x tile_n rows x 2 segments over the 256
+        consumer threads (`ct` = 0..255)."""
         tn = self.tile_n
-        total = 4 * tn
-        nd = self.num_decoders
-        for i in cutlass.range_constexpr((total + nd - 1) // nd):
+        nd = self.num_mma_threads
+        if cutlass.const_expr(tn == 96):
+            # 384 row segments would leave one warpgroup with two and the other with one:
+            # 768 quarter tasks (one 16-code scale group each) are 3 per thread.  Each warp
+            # gets one (q, operand) and 32 consecutive rows (192 = 6 x 32, 96 = 3 x 32).
+            for i in cutlass.range_constexpr(3):
+                h = ct + nd * i
+                q = h // (2 * tn)
+                rem = h % (2 * tn)
+                which = rem // tn
+                row = rem % tn
+                self.decode_quarter(b1_src + which * (b2_src - b1_src), sfb1 + which * (sfb2 - sfb1),
+                                    b1_dst + which * (b2_dst - b1_dst), row, nb_row0 + row, q, j)
+        else:
+            self._decode_b_rows(ct, b1_src, b2_src, sfb1, sfb2, b1_dst, b2_dst, j, nb_row0)
+
+    @cute.jit
+    def _decode_b_rows(self, ct, b1_src, b2_src, sfb1, sfb2, b1_dst, b2_dst, j: cutlass.Constexpr, nb_row0):
+        tn = self.tile_n
+        nd = self.num_mma_threads
+        for i in cutlass.range_constexpr((4 * tn + nd - 1) // nd):
             t = ct + nd * i
-            if cutlass.const_expr(total % nd == 0):
+            if cutlass.const_expr(nd * (i + 1) <= 4 * tn):
                 self._decode_b_task(t, b1_src, b2_src, sfb1, sfb2, b1_dst, b2_dst, j, nb_row0)
-            else:
-                if t < total:
+            else:  # tile N 48: 192 tasks on warps 0..5 (warp-uniform)
+                if t < 4 * tn:
                     self._decode_b_task(t, b1_src, b2_src, sfb1, sfb2, b1_dst, b2_dst, j, nb_row0)
 
     @cute.jit
@@ -448,54 +317,8 @@ class Sm90DualGemmKernel(Sm90Common):
         self.decode_one(src, sf, dst, row, nb_row0 + row, seg, j)
 
     @cute.jit
-    def helper(self, st, ab_pipe, tiles_m, tiles_n, num_tiles, k_blocks, tidx):
-        """Warps 1..3 of the TMA warpgroup (decode_helpers == 3): decode their share of B1/B2
-        of every sub-block in step with the MMA warpgroups (same loops, same barrier), no
-        wgmma, no stage release."""
-        dt = self.num_mma_threads + tidx - 32  # decoder index after the 256 MMA threads
-        b1_p = st.sB1p.data_ptr().toint()
-        b2_p = st.sB2p.data_ptr().toint()
-        sfb1_p = st.sSFB1.data_ptr().toint()
-        sfb2_p = st.sSFB2.data_ptr().toint()
-        b1_d = st.sB1d.data_ptr().toint()
-        b2_d = b1_d + self.tile_n * 128
-        if cutlass.const_expr(not self.fuse_n):
-            b2_d = st.sB2d.data_ptr().toint()
-        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
-        it = Int32(0)
-        tile = cute.arch.block_idx()[0]
-        while tile < num_tiles:
-            mb, nb, lb = scheduler.linear_to_mnl(tile, tiles_m, tiles_n, self.raster_m)
-            nb_row0 = (nb * self.tile_n) % 128
-            for kb in cutlass.range(k_blocks, unroll=1):
-                ab_pipe.consumer_wait(read)
-                si = read.index
-                for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
-                    buf = it % self.dec_stages
-                    self.decode_b(dt, b1_p + si * self.b_stage_bytes, b2_p + si * self.b_stage_bytes,
-                                  sfb1_p + si * 2048, sfb2_p + si * 2048,
-                                  b1_d + buf * self.b_buf_bytes, b2_d + buf * self.b_buf_bytes, j, nb_row0)
-                    cute.arch.fence_proxy(cute.arch.ProxyKind.async_shared,
-                                          space=cute.arch.SharedSpace.shared_cta)
-                    self.decode_barrier.arrive_and_wait()
-                    it += 1
-                read.advance()
-            tile += cute.arch.grid_dim()[0]
-
-    @cute.jit
-    def decode_one(self, src, sf, dst, row, sf_row, seg, j: cutlass.Constexpr):
-        """Row `row`, 32-code segment `seg` of sub-block j: 16 packed bytes -> 4 fp16 chunks.
-        `sf_row` is the row's index inside its 128-row scale atom."""
-        src_addr = decode.swizzle128_chunk_addr(src, row, 2 * j + seg)
-        sf_word = decode.ld_shared_u32(sf + (j * 128 + (sf_row % 32) * 4 + sf_row // 32) * 4)
-        dst_addr = decode.swizzle128_chunk_addr(dst, row, 4 * seg)
-        decode.decode_task(src_addr, sf_word, seg * 16, dst_addr, self.bit_decode, "nosts" not in self.dbg,
-                           self.rs_a)
-
-    @cute.jit
-    def epilogue_dual(self, epi, acc1, acc2, tma_c, gC_tile, tiles_done, ct):
-        tRS_rAcc1 = epi.tiled_copy_r2s.retile(acc1)
-        tRS_rAcc2 = epi.tiled_copy_r2s.retile(acc2)
+    def epilogue_dual(self, epi, acc, tma_c, gC_tile, tiles_done, ct):
+        tRS_rAcc = epi.tiled_copy_r2s.retile(acc)
         gC_epi = cute.zipped_divide(gC_tile, self.epi_tile)
         bSG_sD, bSG_gD = cute.nvgpu.cpasync.tma_partition(
             tma_c, 0, cute.make_layout(1), cute.group_modes(epi.sC, 0, 2), gC_epi)
@@ -503,14 +326,14 @@ class Sm90DualGemmKernel(Sm90Common):
         epi_shape = gC_epi.shape[1]
         epi_layout = cute.make_layout(epi_shape, stride=(epi_shape[1], 1))
         n_rd = cute.size(epi.tRS_rD)
-        scale = cutlass.Float32(decode.acc_rescale(self.bit_decode))
+        scale = cutlass.Float32(decode.ACC_RESCALE)
         store_pipe = epi.store_pipe
-        # fused: the x2 value of subtile e sits tile_n/32 subtiles further along N
-        x2_ofs = epi_num * n_rd if self.fuse_n else 0
+        # the x2 value of subtile e sits tile_n/32 subtiles further along N
+        x2_ofs = epi_num * n_rd
         for e in cutlass.range_constexpr(epi_num):
             for v in cutlass.range_constexpr(n_rd):
-                x1 = tRS_rAcc1[e * n_rd + v] * scale
-                x2 = tRS_rAcc2[x2_ofs + e * n_rd + v] * scale
+                x1 = tRS_rAcc[e * n_rd + v] * scale
+                x2 = tRS_rAcc[x2_ofs + e * n_rd + v] * scale
                 epi.tRS_rD[v] = silu_mul(x1, x2)
             epi.tRS_rD_out.store(epi.tRS_rD.load().to(cutlass.Float16))
             buf = (tiles_done * epi_num + e) % self.epi_stages
@@ -547,12 +370,8 @@ def compile_args(config: KernelConfig, m: int, n: int, k: int, l: int) -> tuple:
     )
 
 
-_SMS: dict = {}
-
-
 def runtime_args(data, config: KernelConfig, stream) -> tuple:
     """The compile_args tuple from the leaderboard's 10-tuple of GPU tensors."""
-    import torch
     from cutlass.cute.runtime import make_ptr
 
     a, b1, b2, _sfa, _sfb1, _sfb2, sfa_p, sfb1_p, sfb2_p, c = data
@@ -564,9 +383,7 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
         return make_ptr(dt, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
 
     tiles = (m // config.mma_tile_mn[0]) * (n // config.mma_tile_mn[1]) * l
-    sms = _SMS.get(c.device)
-    if sms is None:
-        sms = _SMS[c.device] = torch.cuda.get_device_properties(c.device).multi_processor_count
+    sms = sm_count(c.device)
     if not isinstance(stream, cuda.CUstream):
         stream = cuda.CUstream(stream.cuda_stream)
     return (

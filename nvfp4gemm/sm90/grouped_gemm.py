@@ -32,9 +32,8 @@ from cutlass import Int32, Int64
 from configs import K_BLOCK, KernelConfig
 from nvfp4gemm import scheduler
 from nvfp4gemm.sm90 import decode
-from nvfp4gemm.sm90.common import SF_STAGE_BYTES, Sm90Common
+from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, Sm90Common, sm_count
 
-SUB_K = 64
 MAX_GROUPS = 16
 META_FIELDS = 8  # a, b, c, sfa_perm, sfb_perm, M, N, K (int64 each)
 
@@ -50,17 +49,7 @@ class Sm90GroupedGemmKernel(Sm90Common):
 
     @staticmethod
     def can_implement(config: KernelConfig, shapes) -> None:
-        Sm90Common.check_config(config)
-        tn = config.mma_tile_mn[1]
-        if not 1 <= len(shapes) <= MAX_GROUPS:
-            raise ValueError(f"{len(shapes)} groups: 1 to {MAX_GROUPS} supported")
-        for g, (m, n, k) in enumerate(shapes):
-            if m < 1:
-                raise ValueError(f"group {g}: M={m} must be >= 1")
-            if n % tn:
-                raise ValueError(f"group {g}: N={n} must be a multiple of the tile N {tn}")
-            if k % K_BLOCK:
-                raise ValueError(f"group {g}: K={k} must be a multiple of {K_BLOCK}")
+        Sm90Common.check_problem(config, "group", shapes)
 
     @cute.jit
     def __call__(
@@ -181,7 +170,7 @@ class Sm90GroupedGemmKernel(Sm90Common):
         sBd = st.sB1d.get_tensor(self.b_dec_layout.outer, swizzle=self.b_dec_layout.inner)
         thr_mma = tiled_mma.get_slice(ct)
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sBd))
-        ra = self.make_a_operand(st, tiled_mma, thr_mma, ct)
+        ra = self.make_a_operand(thr_mma, ct)
         # (tile_m, tile_n) coordinates of this thread's accumulator values
         cC = cute.make_identity_tensor((self.tile_m, self.tile_n))
         tCcC = thr_mma.partition_C(cC)
@@ -207,7 +196,7 @@ class Sm90GroupedGemmKernel(Sm90Common):
                 si = read.index
                 for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
                     buf = it % self.dec_stages
-                    self.decode_a(ra, ct, a_p + si * self.a_stage_bytes, sfa_p + si * SF_STAGE_BYTES, buf, j)
+                    self.decode_a(ra, a_p + si * self.a_stage_bytes, sfa_p + si * SF_STAGE_BYTES, j)
                     # B: tile_n rows x 2 segments
                     for i in cutlass.range_constexpr((2 * self.tile_n + 255) // 256):
                         t = ct + 256 * i
@@ -215,20 +204,11 @@ class Sm90GroupedGemmKernel(Sm90Common):
                             seg_b = t // self.tile_n
                             row_b = t % self.tile_n
                             self.decode_one(b_p + si * self.b_stage_bytes, sfb_p + si * SF_STAGE_BYTES,
-                                            b_d + buf * self.b_dec_bytes, row_b, nb_row0 + row_b, seg_b, j)
+                                            b_d + buf * self.b_buf_bytes, row_b, nb_row0 + row_b, seg_b, j)
                     if cutlass.const_expr(j == K_BLOCK // SUB_K - 1):
                         ab_pipe.consumer_release(read)
-                    if cutlass.const_expr("nofence" not in self.dbg):
-                        cute.arch.fence_proxy(cute.arch.ProxyKind.async_shared,
-                                              space=cute.arch.SharedSpace.shared_cta)
-                    # wgmma(it - dec_stages + 1) done in this warpgroup; after the barrier
-                    # in both, so buffer (it + 1) % dec_stages is free for the next decode
-                    cute.nvgpu.warpgroup.wait_group(self.dec_stages - 2)
-                    self.decode_barrier.arrive_and_wait()
-                    cute.nvgpu.warpgroup.fence()
-                    for kk in cutlass.range_constexpr(SUB_K // 16):
-                        cute.gemm(tiled_mma, acc, self.a_operand_k(ra, kk, buf, j), tCrB[(None, None, kk, buf)], acc)
-                    cute.nvgpu.warpgroup.commit_group()
+                    self.sync_decoded()
+                    self.mma_subblock(tiled_mma, acc, ra, tCrB, buf, j)
                     it += 1
                 read.advance()
             cute.nvgpu.warpgroup.wait_group(0)
@@ -236,21 +216,11 @@ class Sm90GroupedGemmKernel(Sm90Common):
             tile += cute.arch.grid_dim()[0]
 
     @cute.jit
-    def decode_one(self, src, sf, dst, row, sf_row, seg, j: cutlass.Constexpr):
-        """Row `row`, 32-code segment `seg` of sub-block j: 16 packed bytes -> 4 fp16 chunks;
-        `sf_row` is the row's index inside its 128-row scale atom."""
-        src_addr = decode.swizzle128_chunk_addr(src, row, 2 * j + seg)
-        sf_word = decode.ld_shared_u32(sf + (j * 128 + (sf_row % 32) * 4 + sf_row // 32) * 4)
-        dst_addr = decode.swizzle128_chunk_addr(dst, row, 4 * seg)
-        decode.decode_task(src_addr, sf_word, seg * 16, dst_addr, self.bit_decode, "nosts" not in self.dbg,
-                           self.rs_a)
-
-    @cute.jit
     def store_c(self, acc, tCcC, c_g, m0, n0, mg, ng):
         """fp16 C straight from the accumulators; rows >= M_g are skipped.  (A hand-written
         `st.global.b32` of fp16 pairs hung the GPU here, H200 2026-11-21; the DSL's own
         element stores work.)"""
-        scale = cutlass.Float32(decode.acc_rescale(self.bit_decode))
+        scale = cutlass.Float32(decode.ACC_RESCALE)
         # (M_g, N_g) fp16 C of this group
         mC = cute.make_tensor(cute.make_ptr(cutlass.Float16, c_g, cute.AddressSpace.gmem, assumed_align=16),
                               cute.make_layout((mg, ng), stride=(ng, 1)))
@@ -293,17 +263,6 @@ def compile_args(config: KernelConfig, shapes) -> tuple:
 
 
 _META_CACHE: dict = {}
-_SMS: dict = {}
-
-
-def _sm_count(dev) -> int:
-    import torch
-
-    if dev not in _SMS:
-        _SMS[dev] = torch.cuda.get_device_properties(dev).multi_processor_count
-    return _SMS[dev]
-
-
 def runtime_args(data, config: KernelConfig, stream) -> tuple:
     """Group table and tile prefix sums as small device tensors (cached by the tensors'
     addresses and shapes, so a repeated call on the same buffers copies nothing)."""
@@ -323,7 +282,7 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
         offs, total = _tile_offsets(config, [(m, n, k) for m, n, k, _ in sizes])
         meta_t = torch.tensor(rows, dtype=torch.int64, device=dev)
         offs_t = torch.tensor(offs, dtype=torch.int32, device=dev)
-        sms = _sm_count(dev)
+        sms = sm_count(dev)
         if len(_META_CACHE) > 64:
             _META_CACHE.clear()
         hit = _META_CACHE[key] = (meta_t, offs_t, total, min(total, sms))
