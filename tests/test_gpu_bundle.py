@@ -50,4 +50,4 @@ def test_bundle_runs_on_gpu(tmp_path, problem):
     r = subprocess.run([sys.executable, "-c", PROBE % {"root": ROOT, "problem": problem}],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert f"BUNDLE {problem!r} True" in r.stdout
+    assert f"BUNDLE {problem} True" in r.stdout
