@@ -71,10 +71,9 @@ class Sm100DualGemmKernel:
         """Raise ValueError naming the first constraint (config or shape) that is broken."""
         if config.arch != "sm_100a" or config.problem != "dual":
             raise ValueError(f"config is {config.arch}/{config.problem}, need sm_100a/dual")
+        # check_shape also rejects M, N, K = 0: a grid of 0 clusters (launch error), or no MMA
+        # ever clearing TMEM before the epilogue stores it.
         errs = configs.check_config(config) + configs.check_shape("dual", (m, n, k, l))
-        # check_shape accepts 0 (0 % 128 == 0): M or N = 0 would launch a grid of 0 clusters
-        # (launch error) and K = 0 would store uninitialised TMEM (no MMA ever clears it).
-        errs += [f"{name}={v} must be >= 1" for name, v in (("M", m), ("N", n), ("K", k)) if v < 1]
         if config.mma_tile_mn[1] not in (64, 128):
             errs.append(f"MMA tile N {config.mma_tile_mn[1]}: two accumulators per stage "
                         "fit TMEM only for N in (64, 128)")
