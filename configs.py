@@ -274,6 +274,18 @@ def _sm100_group_swap_ab() -> KernelConfig:
     return _fill_stages(_sm100_acc_stages(cfg), cap=6)
 
 
+def _sm90_group_swap_ab() -> KernelConfig:
+    """sm_90a grouped GEMM computing C^T = B A^T: the tile's 256-row MMA M side (2 x 64 rows
+    per consumer warpgroup, decoded straight into wgmma registers) runs over N (N % 256 == 0
+    on every benchmark), its 64-wide MMA N side over the ragged M, so only 64 rows of A are
+    decoded into shared memory per sub-block (half the stores of a 128x128 tile for the same
+    MACs) and ragged M pads to 64, not 128.  Raster "n" walks a group's M tiles first, so
+    CTAs running at the same time share one B block in L2.  4 AB stages (217 KB)."""
+    cfg = KernelConfig("group", "sm_90a", (256, 64), mma_warpgroups=2, epi_tile_mn=(128, 32),
+                       rs_a=True, swap_ab=True, raster="n")
+    return _fill_stages(cfg, cap=4)
+
+
 def default_config(problem: str, arch: str, shape) -> KernelConfig:
     if arch == "sm_100a":
         if problem == "dual":
@@ -303,6 +315,8 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         # epilogue subtile (128, 32) spans both consumer warpgroups
         cfg = KernelConfig(problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True)
         return _fill_stages(cfg, cap=4)
+    if all(n % 256 == 0 for _, n, _ in shape):
+        return _sm90_group_swap_ab()
     tn = 128 if all(n % 128 == 0 for _, n, _ in shape) else 64
     cfg = KernelConfig(problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True)
     return _fill_stages(cfg, cap=4)
@@ -395,8 +409,16 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # one wave.  H200, 2026-11-21, same run: 85.8 us vs 106.7 us for 128x128 (experiment 15).
     ("sm_90a", "dual", DUAL_BENCHMARKS[3]): _fill_stages(KernelConfig(
         "dual", "sm_90a", (128, 96), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4),
-    # --- sm_90a grouped (default rule) ----------------------------------------------------
+    # --- sm_90a grouped (default rule: swap_ab, 256 over N x 64 over M, when N % 256 == 0) --
+    # Kernel-only, H200, 2026-11-21, same process (notes/sm90.md, experiment 18), swap_ab
+    # 256x64 vs 128x128: g8 N=7168 K=2048 122.0 vs 158.2 us (M padding 1664 -> 1344 rows,
+    # 588 tiles = 4.5 waves instead of 728 = 5.5); g2 N=3072 K=4096 49.8 vs 51.5;
+    # g2 N=4096 K=1536 24.5 vs 29.5.
     **{("sm_90a", "group", s): default_config("group", "sm_90a", s) for s in GROUP_BENCHMARKS},
+    # g8 N=4096 K=7168: both take 3 tile-times per CTA (304 swap tiles = 2.3 waves, 352 =
+    # 2.7); 128x128 was faster, 216.9 vs 223.3 us.
+    ("sm_90a", "group", GROUP_BENCHMARKS[0]): _fill_stages(KernelConfig(
+        "group", "sm_90a", (128, 128), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4),
 }
 
 

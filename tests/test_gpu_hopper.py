@@ -71,3 +71,11 @@ def test_grouped_poisoned_padding_and_tiny_m():
     data = R.generate_input([1, 40, 129], [128, 256, 128], [256, 512, 256], 3, 8, device="cuda",
                             poison_padding=True)
     _run(data, "group")
+
+
+def test_grouped_swap_ab_poisoned_padding_and_tiny_m():
+    """Every N a multiple of 256 selects swap_ab (C^T = B A^T, ragged M on the 64-wide side)."""
+    shape = ((1, 256, 256), (40, 512, 512), (129, 256, 256), (64, 768, 256))
+    assert configs.select_config("group", "sm_90a", shape).swap_ab
+    ms, ns, ks = (list(x) for x in zip(*shape))
+    _run(R.generate_input(ms, ns, ks, len(shape), 9, device="cuda", poison_padding=True), "group")

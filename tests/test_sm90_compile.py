@@ -78,6 +78,24 @@ def test_grouped_can_implement_names_constraint():
         Sm90GroupedGemmKernel.can_implement(cfg, ((64, 128, 256),) * 17)
 
 
+def test_grouped_swap_ab_selected_and_constrained():
+    """Every N a multiple of 256: C^T = B A^T with 256 (over N) x 64 (over M) tiles; N must
+    then be a multiple of 256, and the dual kernel rejects swap_ab."""
+    from dataclasses import replace
+
+    for shape in configs.GROUP_BENCHMARKS:
+        cfg = configs.default_config("group", "sm_90a", shape)
+        assert cfg.swap_ab and cfg.mma_tile_mn == (256, 64), cfg
+    cfg = configs.select_config("group", "sm_90a", ((40, 256, 256),))
+    assert cfg.swap_ab
+    Sm90GroupedGemmKernel.can_implement(cfg, ((1, 512, 256), (129, 256, 512)))
+    with pytest.raises(ValueError, match="N=384"):
+        Sm90GroupedGemmKernel.can_implement(cfg, ((64, 384, 256),))
+    dual = configs.select_config("dual", "sm_90a", configs.DUAL_BENCHMARKS[1])
+    with pytest.raises(ValueError, match="swap_ab"):
+        Sm90DualGemmKernel(replace(dual, swap_ab=True))
+
+
 def test_decode_table_is_exact():
     """The e4m3 placement used by decode.py, code s e1 e0 m0 -> e4m3 byte
     (s << 7) | (e1 e0 m0 << 2), reproduces every e2m1 code times 2^-6."""

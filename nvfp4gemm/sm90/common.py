@@ -5,7 +5,8 @@ and the stmatrix + TMA-store epilogue plumbing.
 Shared memory per CTA (all 1024-byte aligned):
   ab_stages x [ packed A (tile_m x 128 B), packed B_g (tile_n x 128 B each),
                 scales of A and each B_g (2 KB each: 128 rows x 4 sub-blocks x 4 B;
-                4 KB per B_g for tile N 48 / 96, whose tiles can straddle two atoms) ]
+                4 KB per B_g for tile N 48 / 96, whose tiles can straddle two atoms; 4 KB of
+                A for tile M 256, grouped swap_ab) ]
   dec_stages x decoded fp16 B_g (tile_n x 64 each; one (2*tile_n, 64) tile for the dual
                  problem); A is decoded straight into wgmma registers (rs_a)
   epi_stages x C subtile (epi_tile fp16), plus mbarriers.
@@ -81,18 +82,25 @@ class Sm90Common:
         # scale atoms per B per stage: 2 when a B tile can straddle two 128-row atoms (N 96)
         self.sfb_atoms = sm90_sfb_atoms(self.tile_n)
         self.sfb_stage_bytes = self.sfb_atoms * SF_STAGE_BYTES
+        # 128-row scale atoms of A per stage (tile M 256: 2) and 64-row wgmma tiles per
+        # consumer warpgroup along M (the A register fragments hold m_reps of them)
+        self.sfa_atoms = self.tile_m // 128
+        self.m_reps = self.tile_m // (64 * self.num_mma_wg)
 
     @staticmethod
     def check_config(config: KernelConfig) -> None:
         if config.arch != "sm_90a":
             raise ValueError(f"config arch {config.arch} is not sm_90a")
         tm, tn = config.mma_tile_mn
-        if config.mma_warpgroups != 2 or tm != 128:
-            raise ValueError(f"sm_90a kernels need tile M == 128 with 2 consumer warpgroups, got {tm} x wg{config.mma_warpgroups}")
-        if tn not in ((48, 64, 96, 128) if config.problem == "dual" else (64, 128)):
-            raise ValueError(f"sm_90a tile N must be 64 or 128 (or 48, 96 for dual), got {tn}")
-        if config.swap_ab:
-            raise ValueError("sm_90a kernels do not implement swap_ab")
+        # grouped swap_ab (C^T = B A^T): each consumer warpgroup holds 2 x 64 rows of B
+        swap = config.problem == "group" and config.swap_ab
+        if config.mma_warpgroups != 2 or tm != (256 if swap else 128):
+            raise ValueError(f"sm_90a kernels need tile M == 128 (256 with grouped swap_ab) with 2 consumer "
+                             f"warpgroups, got {tm} x wg{config.mma_warpgroups}")
+        if tn not in ((48, 64, 96, 128) if config.problem == "dual" else (64,) if swap else (64, 128)):
+            raise ValueError(f"sm_90a tile N must be 64 or 128 (or 48, 96 for dual; 64 with swap_ab), got {tn}")
+        if config.swap_ab and not swap:
+            raise ValueError("sm_90a dual kernel does not implement swap_ab")
         if config.cluster_mn != (1, 1) or config.cta_group != 1:
             raise ValueError("sm_90a kernels run without clusters (cluster_mn == (1, 1), cta_group == 1)")
         if tuple(config.epi_tile_mn) != (128, 32 if tn % 32 == 0 else 16):
@@ -108,15 +116,18 @@ class Sm90Common:
     @staticmethod
     def check_problem(config: KernelConfig, problem: str, shape) -> None:
         """can_implement: the config, the shape rules shared with every kernel
-        (`configs.check_shape`), and N a multiple of this config's tile N."""
+        (`configs.check_shape`), and N a multiple of this config's tile N (tile M with
+        grouped swap_ab, whose MMA M side runs over N)."""
         Sm90Common.check_config(config)
         errs = check_shape(problem, shape)
-        tn = config.mma_tile_mn[1]
+        # the tile side over N: MMA N, or MMA M with swap_ab
+        tn = config.mma_tile_mn[0 if config.swap_ab else 1]
         if problem == "dual":
             ns = [("", shape[1])]
         else:
             ns = [(f"group {g}: ", n) for g, (_m, n, _k) in enumerate(shape)]
-        errs += [f"{pre}N={n} must be a multiple of the tile N {tn}" for pre, n in ns if n % tn]
+        errs += [f"{pre}N={n} must be a multiple of the tile {'M (swap_ab)' if config.swap_ab else 'N'} {tn}"
+                 for pre, n in ns if n % tn]
         if errs:
             raise ValueError("; ".join(errs))
 
@@ -125,7 +136,7 @@ class Sm90Common:
         """Bytes of the SharedStorage struct (excluding alignment padding of the mbarriers)."""
         tm, tn = config.mma_tile_mn
         stage = (tm * (K_BLOCK // 2) + gemms * tn * (K_BLOCK // 2)
-                 + (1 + gemms * sm90_sfb_atoms(tn)) * SF_STAGE_BYTES)
+                 + (tm // 128 + gemms * sm90_sfb_atoms(tn)) * SF_STAGE_BYTES)
         dec = config.dec_stages * gemms * tn * 64 * 2  # decoded B only (A lives in registers)
         epi = config.epi_stages * config.epi_tile_mn[0] * config.epi_tile_mn[1] * 2
         return config.ab_stages * stage + dec + epi + 1024
@@ -149,8 +160,10 @@ class Sm90Common:
         # (tile_m, 128 bytes, stages) packed A; (tile_n, 128, stages) packed B
         self.a_packed_layout = cute.tile_to_shape(u8_atom, (self.tile_m, K_BLOCK // 2, self.ab_stages), order=(0, 1, 2))
         self.b_packed_layout = cute.tile_to_shape(u8_atom, (self.tile_n, K_BLOCK // 2, self.ab_stages), order=(0, 1, 2))
-        # (128 words, 4 sub-blocks, stages) int32 scale words
-        self.sf_layout = cute.make_layout((128, K_BLOCK // 64, self.ab_stages), stride=(1, 128, 128 * (K_BLOCK // 64)))
+        # (128 words, 4 sub-blocks, atoms x stages) int32 scale words of A (atom a of stage
+        # s at index sfa_atoms * s + a)
+        self.sf_layout = cute.make_layout((128, K_BLOCK // 64, self.sfa_atoms * self.ab_stages),
+                                          stride=(1, 128, 128 * (K_BLOCK // 64)))
         # B scales: sfb_atoms atoms per stage (atom a of stage s at index sfb_atoms * s + a)
         self.sfb_layout = cute.make_layout((128, K_BLOCK // 64, self.sfb_atoms * self.ab_stages),
                                            stride=(1, 128, 128 * (K_BLOCK // 64)))
@@ -166,7 +179,8 @@ class Sm90Common:
     def _make_storage(self):
         g = self.num_gemms
         assert cute.cosize(self.a_packed_layout) == self.a_stage_bytes * self.ab_stages
-        self.tx_bytes = self.a_stage_bytes + g * self.b_stage_bytes + SF_STAGE_BYTES + g * self.sfb_stage_bytes
+        self.tx_bytes = (self.a_stage_bytes + g * self.b_stage_bytes + self.sfa_atoms * SF_STAGE_BYTES
+                         + g * self.sfb_stage_bytes)
 
         stages = self.ab_stages
         a_pk, b_pk = cute.cosize(self.a_packed_layout), cute.cosize(self.b_packed_layout)
@@ -241,7 +255,7 @@ class Sm90Common:
     # ------------------------------------------------------------------ A operand
     def make_a_operand(self, thr_mma, ct):
         """The wgmma A operand of the consumer thread `ct` (0..255): two register fragments
-        ((2,2,2),1,4) fp16 (one per sub-block parity) plus this thread's rows r0, r1 = r0 + 8
+        ((2,2,2),m_reps,4) fp16 (one per sub-block parity) plus this thread's rows r0, r1 = r0 + 8
         and lane-in-quad c of the m64k16 A layout."""
         ra = _Epi()
         # (tile_m, 64) coordinates of this thread's A values
@@ -260,23 +274,30 @@ class Sm90Common:
 
     @cute.jit
     def decode_a(self, ra, a_src, sfa, j: cutlass.Constexpr):
-        """Sub-block j of the packed A stage into this thread's wgmma A registers."""
+        """Sub-block j of the packed A stage into this thread's wgmma A registers (every
+        64-row tile rep of the thread's warpgroup: rows 128 * rep + r0, scale atom rep)."""
         frag = ra.frag32[j % 2]
-        r1 = ra.r0 + 8
-        sw0 = decode.ld_shared_u32(sfa + (j * 128 + (ra.r0 % 32) * 4 + ra.r0 // 32) * 4)
-        sw1 = decode.ld_shared_u32(sfa + (j * 128 + (r1 % 32) * 4 + r1 // 32) * 4)
-        for g in cutlass.range_constexpr(4):
-            # group g = codes 16g..16g+15 = words 2g, 2g+1 of the 32-byte row segment;
-            # halfword c of the group lies in word 2g + c//2
-            word4 = ((g % 2) * 2 + ra.c // 2) * 4
-            w0 = decode.ld_shared_u32(decode.swizzle128_chunk_addr(a_src, ra.r0, 2 * j + g // 2) + word4)
-            w1 = decode.ld_shared_u32(decode.swizzle128_chunk_addr(a_src, r1, 2 * j + g // 2) + word4)
-            q0, q1, q2, q3 = decode.decode_a_frag(
-                w0, w1, ra.sel, decode.scale_half2(sw0, g), decode.scale_half2(sw1, g))
-            frag[4 * g + 0] = q0
-            frag[4 * g + 1] = q1
-            frag[4 * g + 2] = q2
-            frag[4 * g + 3] = q3
+        for rep in cutlass.range_constexpr(self.m_reps):
+            r0 = ra.r0 if rep == 0 else ra.r0 + 128 * rep
+            r1 = r0 + 8
+            sf = sfa if rep == 0 else sfa + rep * SF_STAGE_BYTES
+            # scale words: rows r0 % 128 (= ra.r0) and ra.r0 + 8 of atom rep
+            sw0 = decode.ld_shared_u32(sf + (j * 128 + (ra.r0 % 32) * 4 + ra.r0 // 32) * 4)
+            sw1 = decode.ld_shared_u32(sf + (j * 128 + ((ra.r0 + 8) % 32) * 4 + (ra.r0 + 8) // 32) * 4)
+            for g in cutlass.range_constexpr(4):
+                # group g = codes 16g..16g+15 = words 2g, 2g+1 of the 32-byte row segment;
+                # halfword c of the group lies in word 2g + c//2
+                word4 = ((g % 2) * 2 + ra.c // 2) * 4
+                w0 = decode.ld_shared_u32(decode.swizzle128_chunk_addr(a_src, r0, 2 * j + g // 2) + word4)
+                w1 = decode.ld_shared_u32(decode.swizzle128_chunk_addr(a_src, r1, 2 * j + g // 2) + word4)
+                q0, q1, q2, q3 = decode.decode_a_frag(
+                    w0, w1, ra.sel, decode.scale_half2(sw0, g), decode.scale_half2(sw1, g))
+                # int32 fragment ((1,2,2), m_reps, 4): register q of rep `rep`, k16 group g
+                base = 4 * (rep + self.m_reps * g)
+                frag[base + 0] = q0
+                frag[base + 1] = q1
+                frag[base + 2] = q2
+                frag[base + 3] = q3
 
     @cute.jit
     def sync_decoded(self):

@@ -15,8 +15,18 @@ Warp roles (3 warpgroups, 384 threads, one CTA per SM):
 Schedule: linear tile t -> group g by the prefix sums of per-group tile counts
 (scheduler.group_of_tile), then (m_blk, n_blk) inside the group (scheduler.linear_to_mnl).
 
-Constraints (can_implement): 1..16 groups, N_g % tile_n == 0, K_g % 256 == 0, M_g >= 1,
-L == 1, tile_m == 128 with 2 consumer warpgroups.
+swap_ab (C_g^T = B_g A_g^T): the MMA's M side runs over N_g and its N side over the ragged
+M_g, so the group's B (N_g x K, large) is decoded straight into wgmma registers and only the
+group's A rows are decoded into shared memory.  Tile 256 (over N: 2 x 64 rows per consumer
+warpgroup, two 128-row scale atoms per stage) x 64 (over M: ragged M pads only to 64, the
+producer zero-fills A rows past M_g; decoded in 16-code quarter tasks, one per consumer
+thread); the epilogue writes the transposed accumulator tile with bounds on M_g.  Per tile
+and 64-code sub-block: 256 rows decoded into registers and 64 stored, where 128 x 128 tiles
+decode 128 + store 128 for the same MACs.
+
+Constraints (can_implement): 1..16 groups, N_g % tile_n == 0 (swap_ab: N_g % tile_m == 0),
+K_g % 256 == 0, M_g >= 1, L == 1, 2 consumer warpgroups, tile 128 x (64 or 128) (swap_ab:
+256 x 64).
 """
 
 from __future__ import annotations
@@ -46,6 +56,7 @@ class Sm90GroupedGemmKernel(Sm90Common):
         # the cp.async producer keeps 64-bit addresses live: more registers than a TMA warp
         self.load_regs = 104
         self.mma_regs = 200
+        self.swap = config.swap_ab
 
     @staticmethod
     def can_implement(config: KernelConfig, shapes) -> None:
@@ -98,7 +109,8 @@ class Sm90GroupedGemmKernel(Sm90Common):
 
     @cute.jit
     def tile_of(self, tile, meta: cute.Tensor, offs: cute.Tensor):
-        """(group, m_blk, n_blk, M, N, K) of linear tile `tile`."""
+        """(group, m_blk, n_blk, M, N, K) of linear tile `tile`; m_blk / n_blk are MMA
+        coordinates (with swap_ab m_blk runs over N_g, n_blk over M_g)."""
         # branch-free scan of the prefix sums (same rule as scheduler.group_of_tile, which
         # is a plain function and cannot use range_constexpr outside a jit body)
         g = Int32(0)
@@ -108,8 +120,12 @@ class Sm90GroupedGemmKernel(Sm90Common):
         mg = Int32(meta[(g, 5)])
         ng = Int32(meta[(g, 6)])
         kg = Int32(meta[(g, 7)])
-        tiles_m = (mg + self.tile_m - 1) // self.tile_m
-        tiles_n = ng // self.tile_n
+        if cutlass.const_expr(self.swap):  # MMA M over N_g (whole tiles), MMA N over ragged M_g
+            tiles_m = ng // self.tile_m
+            tiles_n = (mg + self.tile_n - 1) // self.tile_n
+        else:
+            tiles_m = (mg + self.tile_m - 1) // self.tile_m
+            tiles_n = ng // self.tile_n
         mb, nb, _ = scheduler.linear_to_mnl(local, tiles_m, tiles_n, self.raster_m)
         return g, mb, nb, mg, ng, kg
 
@@ -126,15 +142,18 @@ class Sm90GroupedGemmKernel(Sm90Common):
         tile = cute.arch.block_idx()[0]
         while tile < total_tiles:
             g, mb, nb, mg, ng, kg = self.tile_of(tile, meta, offs)
-            a_g = meta[(g, 0)]
-            b_g = meta[(g, 1)]
-            sfa_g = meta[(g, 3)]
-            sfb_g = meta[(g, 4)]
+            # MMA operands: "A" (wgmma registers, rows over the MMA's M) and "B" (decoded
+            # into shared memory); swap_ab feeds the group's B as the MMA's A
+            ra_g, rb_g = meta[(g, 0)], meta[(g, 1)]
+            sfa_g, sfb_g = meta[(g, 3)], meta[(g, 4)]
+            if cutlass.const_expr(self.swap):
+                ra_g, rb_g = rb_g, ra_g
+                sfa_g, sfb_g = sfb_g, sfa_g
             kh = Int64(kg // 2)
             k64 = kg // SUB_K
             m0 = mb * self.tile_m
             n0 = nb * self.tile_n
-            sfa_atom = Int64(mb * k64)  # the tile's 128 rows are atom mb (tile_m == 128)
+            sfa_atom = Int64(mb * self.sfa_atoms * k64)  # the tile's rows: atoms from m0 / 128
             sfb_atom = Int64(((n0 // 128) * k64))
             for kb in cutlass.range(kg // K_BLOCK, unroll=1):
                 ab_pipe.producer_acquire(state)
@@ -142,20 +161,27 @@ class Sm90GroupedGemmKernel(Sm90Common):
                 kofs = Int64(kb * (K_BLOCK // 2) + chunk * 16)
                 for i in cutlass.range_constexpr(self.tile_m // 16):
                     row = row0 + 16 * i
-                    ok = Int32((m0 + row) < mg)  # rows past M_g: zero-fill, read nothing
-                    src_row = Int64((m0 + row) * ok)
-                    decode.cp_async_16(
-                        decode.swizzle128_chunk_addr(a_s + si * self.a_stage_bytes, row, chunk),
-                        a_g + src_row * kh + kofs, 16 * ok)
+                    dst = decode.swizzle128_chunk_addr(a_s + si * self.a_stage_bytes, row, chunk)
+                    if cutlass.const_expr(self.swap):
+                        decode.cp_async_16(dst, ra_g + Int64(m0 + row) * kh + kofs, Int32(16))
+                    else:
+                        ok = Int32((m0 + row) < mg)  # rows past M_g: zero-fill, read nothing
+                        src_row = Int64((m0 + row) * ok)
+                        decode.cp_async_16(dst, ra_g + src_row * kh + kofs, 16 * ok)
                 for i in cutlass.range_constexpr(self.tile_n // 16):
                     row = row0 + 16 * i
-                    decode.cp_async_16(
-                        decode.swizzle128_chunk_addr(b_s + si * self.b_stage_bytes, row, chunk),
-                        b_g + Int64(n0 + row) * kh + kofs, Int32(16))
-                # 2 KB of scales per operand: 4 consecutive 512-byte atoms (one k-block)
+                    dst = decode.swizzle128_chunk_addr(b_s + si * self.b_stage_bytes, row, chunk)
+                    if cutlass.const_expr(self.swap):
+                        ok = Int32((n0 + row) < mg)  # rows of the group's A past M_g: zero-fill
+                        src_row = Int64((n0 + row) * ok)
+                        decode.cp_async_16(dst, rb_g + src_row * kh + kofs, 16 * ok)
+                    else:
+                        decode.cp_async_16(dst, rb_g + Int64(n0 + row) * kh + kofs, Int32(16))
+                # 2 KB of scales per 128-row atom: 4 consecutive 512-byte blocks (one k-block)
                 sf_ofs = Int64(kb * SF_STAGE_BYTES + tidx * 16)
-                decode.cp_async_16(sfa_s + si * SF_STAGE_BYTES + tidx * 16,
-                                   sfa_g + sfa_atom * 512 + sf_ofs, Int32(16))
+                for a in cutlass.range_constexpr(self.sfa_atoms):
+                    decode.cp_async_16(sfa_s + (si * self.sfa_atoms + a) * SF_STAGE_BYTES + tidx * 16,
+                                       sfa_g + (sfa_atom + a * k64) * 512 + sf_ofs, Int32(16))
                 decode.cp_async_16(sfb_s + si * SF_STAGE_BYTES + tidx * 16,
                                    sfb_g + sfb_atom * 512 + sf_ofs, Int32(16))
                 ab_pipe.producer_commit(state)
@@ -196,15 +222,22 @@ class Sm90GroupedGemmKernel(Sm90Common):
                 si = read.index
                 for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
                     buf = it % self.dec_stages
-                    self.decode_a(ra, a_p + si * self.a_stage_bytes, sfa_p + si * SF_STAGE_BYTES, j)
-                    # B: tile_n rows x 2 segments
-                    for i in cutlass.range_constexpr((2 * self.tile_n + 255) // 256):
-                        t = ct + 256 * i
-                        if t < 2 * self.tile_n:
-                            seg_b = t // self.tile_n
-                            row_b = t % self.tile_n
-                            self.decode_one(b_p + si * self.b_stage_bytes, sfb_p + si * SF_STAGE_BYTES,
-                                            b_d + buf * self.b_buf_bytes, row_b, nb_row0 + row_b, seg_b, j)
+                    self.decode_a(ra, a_p + si * self.a_stage_bytes,
+                                  sfa_p + si * (self.sfa_atoms * SF_STAGE_BYTES), j)
+                    if cutlass.const_expr(self.tile_n == 64):
+                        # B: 64 rows x 4 scale groups, one quarter task per consumer thread
+                        # (warp-uniform group, 32 consecutive rows per warp)
+                        self.decode_quarter(b_p + si * self.b_stage_bytes, sfb_p + si * SF_STAGE_BYTES,
+                                            b_d + buf * self.b_buf_bytes, ct % 64, nb_row0 + ct % 64, ct // 64, j)
+                    else:
+                        # B: tile_n rows x 2 segments
+                        for i in cutlass.range_constexpr((2 * self.tile_n + 255) // 256):
+                            t = ct + 256 * i
+                            if t < 2 * self.tile_n:
+                                seg_b = t // self.tile_n
+                                row_b = t % self.tile_n
+                                self.decode_one(b_p + si * self.b_stage_bytes, sfb_p + si * SF_STAGE_BYTES,
+                                                b_d + buf * self.b_buf_bytes, row_b, nb_row0 + row_b, seg_b, j)
                     if cutlass.const_expr(j == K_BLOCK // SUB_K - 1):
                         ab_pipe.consumer_release(read)
                     self.sync_decoded()
@@ -212,7 +245,10 @@ class Sm90GroupedGemmKernel(Sm90Common):
                     it += 1
                 read.advance()
             cute.nvgpu.warpgroup.wait_group(0)
-            self.store_c(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, mg, ng)
+            if cutlass.const_expr(self.swap):
+                self.store_c_t(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, mg, ng)
+            else:
+                self.store_c(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, mg, ng)
             tile += cute.arch.grid_dim()[0]
 
     @cute.jit
@@ -229,6 +265,18 @@ class Sm90GroupedGemmKernel(Sm90Common):
             if m0 + r < mg:
                 mC[(m0 + r, n0 + c)] = (acc[i] * scale).to(cutlass.Float16)
 
+    @cute.jit
+    def store_c_t(self, acc, tCcC, c_g, n0, m0, mg, ng):
+        """swap_ab: the accumulator is a (tile_m over N_g, tile_n over M_g) tile of C^T;
+        element (r, c) goes to C[m0 + c, n0 + r]; columns (rows of C) >= M_g are skipped."""
+        scale = cutlass.Float32(decode.ACC_RESCALE)
+        mC = cute.make_tensor(cute.make_ptr(cutlass.Float16, c_g, cute.AddressSpace.gmem, assumed_align=16),
+                              cute.make_layout((mg, ng), stride=(ng, 1)))
+        for i in cutlass.range_constexpr(cute.size(acc)):
+            r, c = tCcC[i]
+            if m0 + c < mg:
+                mC[(m0 + c, n0 + r)] = (acc[i] * scale).to(cutlass.Float16)
+
 
 # ---------------------------------------------------------------------- host helpers
 
@@ -242,10 +290,7 @@ def static_shape_key(config: KernelConfig, shapes):
 
 
 def _tile_offsets(config: KernelConfig, shapes):
-    tm, tn = config.mma_tile_mn
-    offs = [0]
-    for m, n, _k in shapes:
-        offs.append(offs[-1] + ((m + tm - 1) // tm) * (n // tn))
+    offs = scheduler.grouped_tile_offsets(config, shapes)
     total = offs[-1]
     offs += [1 << 30] * (MAX_GROUPS + 1 - len(offs))
     return offs, total
@@ -270,7 +315,7 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
     from cutlass.cute.runtime import make_ptr
 
     abc, _sfs, sfs_p, sizes = data
-    key = (config.mma_tile_mn,) + tuple((a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), tuple(s))
+    key = (config.mma_tile_mn, config.swap_ab) + tuple((a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), tuple(s))
                 for (a, b, c), (sa, sb), s in zip(abc, sfs_p, sizes))
     hit = _META_CACHE.get(key)
     if hit is None:
