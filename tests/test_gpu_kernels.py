@@ -1,4 +1,4 @@
-"""GPU checks of the sm_90a kernels through the leaderboard entry point (custom_kernel).
+"""GPU checks of the kernels through the leaderboard entry point (custom_kernel).
 
 Runs only on a CUDA GPU of capability (9, 0) (the sm_90a kernels) or (10, x) (dispatch
 picks the sm_100a kernels there); skips elsewhere.  Every leaderboard test and benchmark
