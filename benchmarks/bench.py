@@ -90,15 +90,15 @@ def compile_report(problems, archs, which: str, progress=True) -> tuple[list[dic
 
 
 def print_compile_table(rows) -> None:
-    head = f"{'problem':7} {'arch':8} {'config':34} {'case':38} {'ok':4} {'sec':>6} {'smem':>7} {'regs':>5} {'spill':>5}"
+    head = f"{'problem':7} {'arch':8} {'config':38} {'case':38} {'ok':4} {'sec':>6} {'smem':>7} {'regs':>5} {'spill':>5}"
     print(head)
     print("-" * len(head))
     for r in rows:
         if r["ok"]:
-            print(f"{r['problem']:7} {r['arch']:8} {r['config']:34} {r['case'][:38]:38} {'yes':4} {r['seconds']:6.2f} "
+            print(f"{r['problem']:7} {r['arch']:8} {r['config']:38} {r['case'][:38]:38} {'yes':4} {r['seconds']:6.2f} "
                   f"{r['smem']:7d} {str(r['registers'] or '?'):>5} {str(r['spills'] if r['spills'] is not None else '?'):>5}")
         else:
-            print(f"{r['problem']:7} {r['arch']:8} {r['config']:34} {r['case'][:38]:38} {'FAIL':4} {r['error']}")
+            print(f"{r['problem']:7} {r['arch']:8} {r['config']:38} {r['case'][:38]:38} {'FAIL':4} {r['error']}")
 
 
 def main(argv=None) -> int:
