@@ -414,11 +414,11 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # 256x64 vs 128x128: g8 N=7168 K=2048 122.0 vs 158.2 us (M padding 1664 -> 1344 rows,
     # 588 tiles = 4.5 waves instead of 728 = 5.5); g2 N=3072 K=4096 49.8 vs 51.5;
     # g2 N=4096 K=1536 24.5 vs 29.5.
+    # g8 N=4096 K=7168: swap too since the split-K tail (experiment 21; kernel-only, H200,
+    # 2026-11-21, same process): its 304 tiles = 2 waves + 40 tail tiles split 3 ways over K
+    # (66 instead of 84 k-blocks on the busiest CTA), 183.5 us vs 224.0 unsplit and 216.3
+    # for the former 128x128 (212.4 with 128x128's tail split, 2 units per CTA).
     **{("sm_90a", "group", s): default_config("group", "sm_90a", s) for s in GROUP_BENCHMARKS},
-    # g8 N=4096 K=7168: both take 3 tile-times per CTA (304 swap tiles = 2.3 waves, 352 =
-    # 2.7); 128x128 was faster, 216.9 vs 223.3 us.
-    ("sm_90a", "group", GROUP_BENCHMARKS[0]): _fill_stages(KernelConfig(
-        "group", "sm_90a", (128, 128), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4),
 }
 
 

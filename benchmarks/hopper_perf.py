@@ -86,12 +86,18 @@ def candidate_configs(problem, shape, cfg):
     return out
 
 
-def time_config(problem, cfg, shape, data, timer):
-    from nvfp4gemm import harness
+def time_config(problem, cfg, shape, data, timer, unsplit=False):
+    """unsplit (grouped): every tile whole, no split-K tail (same kernel, work items = tiles)."""
+    from cutlass import Int32
+
+    from nvfp4gemm import harness, scheduler
 
     ck = harness.compile_kernel(problem, "sm_90a", cfg, shape)
     mod, _ = harness.kernel_module(problem, "sm_90a")
     args = mod.runtime_args(data, cfg, torch.cuda.current_stream())
+    if unsplit:  # (meta, offs, ws, cnt, items, full_tiles, splits, ctas, stream)
+        total = scheduler.grouped_tile_offsets(cfg, shape)[-1]
+        args = args[:4] + (Int32(total), Int32(total), Int32(1)) + args[7:]
     poison(problem, data)
     ck.fn(*args)
     torch.cuda.synchronize()
@@ -171,6 +177,8 @@ def main():
             for vcfg in [cfg] + candidate_configs(problem, shape, cfg):
                 try:
                     variants[vcfg.short()] = time_config(problem, vcfg, shape, data, timer)
+                    if problem == "group":
+                        variants[vcfg.short() + " unsplit"] = time_config(problem, vcfg, shape, data, timer, True)
                 except Exception as e:
                     print(f"VARIANT FAIL {vcfg.short()}: {type(e).__name__}: {str(e)[:300]}", flush=True)
             label = "x".join(map(str, shape[:3])) if problem == "dual" else \

@@ -79,3 +79,32 @@ def test_grouped_swap_ab_poisoned_padding_and_tiny_m():
     assert configs.select_config("group", "sm_90a", shape).swap_ab
     ms, ns, ks = (list(x) for x in zip(*shape))
     _run(R.generate_input(ms, ns, ks, len(shape), 9, device="cuda", poison_padding=True), "group")
+
+
+@pytest.mark.parametrize("shape", [
+    # 128x128 tiles: 62 + 33 + 25 + 18 = 138 tiles, on 132 SMs the last 6 (group 3, ragged
+    # M = 130) are split 2 ways over K; K differs per group
+    ((200, 3968, 1024), (1, 4224, 512), (77, 3200, 768), (130, 1152, 2048)),
+    # swap_ab 256x64 tiles: 32 + 8 + 60 + 20 + 15 = 135 tiles, the last 3 split 3 ways
+    ((100, 4096, 768), (1, 2048, 1024), (300, 3072, 768), (65, 2560, 1536), (64, 3840, 768)),
+], ids=["128x128", "swap"])
+def test_grouped_split_k_tail(shape):
+    """Split-K tail: poisoned C, poisoned scale padding, the same input three times (per-call
+    counters reset by the kernel), bit-identical results (fixed reduction order)."""
+    ms, ns, ks = (list(x) for x in zip(*shape))
+    data = R.generate_input(ms, ns, ks, len(shape), 10, device="cuda", poison_padding=True)
+    if torch.cuda.get_device_capability() == (9, 0):
+        from nvfp4gemm.sm90.common import sm_count
+        from nvfp4gemm.sm90.grouped_gemm import tail_splits
+        from nvfp4gemm import scheduler
+
+        cfg = configs.select_config("group", "sm_90a", shape)
+        total = scheduler.grouped_tile_offsets(cfg, shape)[-1]
+        assert total > sm_count(torch.device("cuda", torch.cuda.current_device()))
+        ctas = min(total, sm_count(torch.device("cuda", torch.cuda.current_device())))
+        assert tail_splits(total, ctas, [k // 256 for k in ks]) > 1
+    _run(data, "group")
+    first = [c.clone() for _, _, c in data[0]]
+    _run(data, "group")
+    for c0, (_, _, c) in zip(first, data[0]):
+        assert torch.equal(c0, c), "split-K result changed between calls"

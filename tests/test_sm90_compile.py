@@ -96,6 +96,22 @@ def test_grouped_swap_ab_selected_and_constrained():
         Sm90DualGemmKernel(replace(dual, swap_ab=True))
 
 
+def test_grouped_tail_splits():
+    """Split-K of the partial last wave: as many K splits per tail tile as leave every CTA
+    at most one tail unit (<= 8, <= the smallest group's k-blocks); 1 without a partial wave."""
+    from nvfp4gemm.sm90.grouped_gemm import tail_splits
+
+    assert tail_splits(304, 132, [28] * 8) == 3  # g8 N=4096 K=7168 swap: 40 tail tiles
+    assert tail_splits(588, 132, [8] * 8) == 2  # g8 N=7168 K=2048 swap: 60 tail tiles
+    assert tail_splits(352, 132, [28] * 8) == 1  # 128x128: 88 tail tiles, 2 units per CTA
+    assert tail_splits(728, 132, [8] * 8) == 1
+    assert tail_splits(96, 96, [16, 16]) == 1  # one full wave (CTAs = tiles)
+    assert tail_splits(264, 132, [28]) == 1  # whole waves
+    assert tail_splits(138, 132, [4, 2, 3, 8]) == 2  # at most the smallest group's k-blocks
+    assert tail_splits(135, 132, [3, 4, 3, 6, 3]) == 3
+    assert tail_splits(140, 132, [16]) == 8  # at most 8
+
+
 def test_decode_table_is_exact():
     """The e4m3 placement used by decode.py, code s e1 e0 m0 -> e4m3 byte
     (s << 7) | (e1 e0 m0 << 2), reproduces every e2m1 code times 2^-6."""

@@ -223,3 +223,18 @@ def cp_async_16(dst_smem: Int32, src_gmem: cutlass.Int64, src_bytes: Int32, *, l
         "r,l,r",
         True, loc=loc, ip=ip,
     )
+
+
+@dsl_user_op
+def atom_add_acq_rel_gpu(addr: cutlass.Int64, val: Int32, *, loc=None, ip=None) -> Int32:
+    """atom.acq_rel.gpu.global.add.u32: returns the old value; releases this thread's earlier
+    global stores and acquires those released by the earlier adders of the same word."""
+    return Int32(
+        _asm(
+            T.i32(),
+            [cutlass.Int64(addr).ir_value(loc=loc, ip=ip), Int32(val).ir_value(loc=loc, ip=ip)],
+            "atom.acq_rel.gpu.global.add.u32 $0, [$1], $2;",
+            "=r,l,r",
+            True, loc=loc, ip=ip,
+        )
+    )

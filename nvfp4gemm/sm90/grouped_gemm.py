@@ -14,6 +14,14 @@ Warp roles (3 warpgroups, 384 threads, one CTA per SM):
 
 Schedule: linear tile t -> group g by the prefix sums of per-group tile counts
 (scheduler.group_of_tile), then (m_blk, n_blk) inside the group (scheduler.linear_to_mnl).
+Split-K tail: when the tiles leave a partial last wave, the first `full_tiles` (whole waves)
+run whole and each of the remaining tail tiles is split into `splits` K ranges (work items
+full_tiles + tail x splits, CTA c takes items c, c + grid, ...; `tail_splits` picks the
+split).  A split unit writes its fp32 accumulators to a workspace (slot = tail tile,
+split, element, consumer thread: thread t of every split owns the same C elements), then
+adds 1 to its (tail tile, thread) counter with acq_rel; the thread that sees splits - 1
+sums the partials in split order (deterministic), resets the counter to 0 for the next
+launch and stores C.
 
 swap_ab (C_g^T = B_g A_g^T): the MMA's M side runs over N_g and its N side over the ragged
 M_g, so the group's B (N_g x K, large) is decoded straight into wgmma registers and only the
@@ -67,7 +75,11 @@ class Sm90GroupedGemmKernel(Sm90Common):
         self,
         meta_ptr: cute.Pointer,
         offs_ptr: cute.Pointer,
-        total_tiles: Int32,
+        ws_ptr: cute.Pointer,
+        cnt_ptr: cute.Pointer,
+        total_items: Int32,
+        full_tiles: Int32,
+        splits: Int32,
         num_ctas: Int32,
         stream: cuda.CUstream,
     ):
@@ -76,7 +88,7 @@ class Sm90GroupedGemmKernel(Sm90Common):
         # (17,) int32 prefix sums of per-group tile counts (unused groups: a huge value)
         offs = cute.make_tensor(offs_ptr, cute.make_layout(MAX_GROUPS + 1))
         self._setup()
-        self.kernel(meta, offs, total_tiles, self.tiled_mma).launch(
+        self.kernel(meta, offs, ws_ptr, cnt_ptr, total_items, full_tiles, splits, self.tiled_mma).launch(
             grid=[num_ctas, 1, 1],
             block=[self.threads_per_cta, 1, 1],
             min_blocks_per_mp=1,
@@ -92,7 +104,8 @@ class Sm90GroupedGemmKernel(Sm90Common):
         )
 
     @cute.kernel
-    def kernel(self, meta: cute.Tensor, offs: cute.Tensor, total_tiles: Int32, tiled_mma: cute.TiledMma):
+    def kernel(self, meta: cute.Tensor, offs: cute.Tensor, ws_ptr: cute.Pointer, cnt_ptr: cute.Pointer,
+               total_items: Int32, full_tiles: Int32, splits: Int32, tiled_mma: cute.TiledMma):
         self._make_layouts()
         tidx, _, _ = cute.arch.thread_idx()
         smem = utils.SmemAllocator()
@@ -102,10 +115,19 @@ class Sm90GroupedGemmKernel(Sm90Common):
         wg = cute.arch.make_warp_uniform(tidx // 128)
         if wg == 0:
             cute.arch.warpgroup_reg_dealloc(self.load_regs)
-            self.producer(st, ab_pipe, meta, offs, total_tiles, tidx)
+            self.producer(st, ab_pipe, meta, offs, total_items, full_tiles, splits, tidx)
         else:
             cute.arch.warpgroup_reg_alloc(self.mma_regs)
-            self.consumer(st, ab_pipe, tiled_mma, meta, offs, total_tiles, tidx)
+            self.consumer(st, ab_pipe, tiled_mma, meta, offs, ws_ptr, cnt_ptr, total_items, full_tiles, splits, tidx)
+
+    @cute.jit
+    def unit_of(self, item, full_tiles, splits):
+        """(tile, split, number of splits) of work item `item`: items below full_tiles are
+        whole tiles (split 0 of 1), the rest split units of the tail tiles."""
+        tail = Int32(item >= full_tiles)
+        u = (item - full_tiles) * tail
+        tile = item + tail * (full_tiles + u // splits - item)
+        return tile, u % splits, 1 + tail * (splits - 1)
 
     @cute.jit
     def tile_of(self, tile, meta: cute.Tensor, offs: cute.Tensor):
@@ -130,7 +152,7 @@ class Sm90GroupedGemmKernel(Sm90Common):
         return g, mb, nb, mg, ng, kg
 
     @cute.jit
-    def producer(self, st, ab_pipe, meta: cute.Tensor, offs: cute.Tensor, total_tiles, tidx):
+    def producer(self, st, ab_pipe, meta: cute.Tensor, offs: cute.Tensor, total_items, full_tiles, splits, tidx):
         """All 128 producer threads: cp.async one k-block per stage."""
         a_s = st.sAp.data_ptr().toint()
         b_s = st.sB1p.data_ptr().toint()
@@ -139,8 +161,9 @@ class Sm90GroupedGemmKernel(Sm90Common):
         chunk = tidx % 8  # 16-byte chunk of a 128-byte row
         row0 = tidx // 8  # 0..15
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stages)
-        tile = cute.arch.block_idx()[0]
-        while tile < total_tiles:
+        item = cute.arch.block_idx()[0]
+        while item < total_items:
+            tile, s, ns = self.unit_of(item, full_tiles, splits)
             g, mb, nb, mg, ng, kg = self.tile_of(tile, meta, offs)
             # MMA operands: "A" (wgmma registers, rows over the MMA's M) and "B" (decoded
             # into shared memory); swap_ab feeds the group's B as the MMA's A
@@ -155,7 +178,8 @@ class Sm90GroupedGemmKernel(Sm90Common):
             n0 = nb * self.tile_n
             sfa_atom = Int64(mb * self.sfa_atoms * k64)  # the tile's rows: atoms from m0 / 128
             sfb_atom = Int64(((n0 // 128) * k64))
-            for kb in cutlass.range(kg // K_BLOCK, unroll=1):
+            nk = kg // K_BLOCK
+            for kb in cutlass.range(s * nk // ns, (s + 1) * nk // ns, unroll=1):
                 ab_pipe.producer_acquire(state)
                 si = state.index
                 kofs = Int64(kb * (K_BLOCK // 2) + chunk * 16)
@@ -186,11 +210,12 @@ class Sm90GroupedGemmKernel(Sm90Common):
                                    sfb_g + sfb_atom * 512 + sf_ofs, Int32(16))
                 ab_pipe.producer_commit(state)
                 state.advance()
-            tile += cute.arch.grid_dim()[0]
+            item += cute.arch.grid_dim()[0]
         ab_pipe.producer_tail(state)
 
     @cute.jit
-    def consumer(self, st, ab_pipe, tiled_mma, meta: cute.Tensor, offs: cute.Tensor, total_tiles, tidx):
+    def consumer(self, st, ab_pipe, tiled_mma, meta: cute.Tensor, offs: cute.Tensor, ws_ptr, cnt_ptr,
+                 total_items, full_tiles, splits, tidx):
         ct = tidx - 128  # consumer thread 0..255
         # decoded fp16 tiles, two buffers: (tile_m, 64, 2), (tile_n, 64, 2)
         sBd = st.sB1d.get_tensor(self.b_dec_layout.outer, swizzle=self.b_dec_layout.inner)
@@ -209,15 +234,22 @@ class Sm90GroupedGemmKernel(Sm90Common):
         sfb_p = st.sSFB1.data_ptr().toint()
         b_d = st.sB1d.data_ptr().toint()
 
+        n_acc = cute.size(acc)
+        # fp32 partials: (tail tile, split, accumulator element, consumer thread)
+        ws = cute.make_tensor(ws_ptr, cute.make_layout(1 << 30))
+        cnt_base = cnt_ptr.toint()
+
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         it = Int32(0)
-        tile = cute.arch.block_idx()[0]
-        while tile < total_tiles:
+        item = cute.arch.block_idx()[0]
+        while item < total_items:
+            tile, s, ns = self.unit_of(item, full_tiles, splits)
             g, mb, nb, mg, ng, kg = self.tile_of(tile, meta, offs)
+            nk = kg // K_BLOCK
             nb_row0 = (nb * self.tile_n) % 128
             acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-            for kb in cutlass.range(kg // K_BLOCK, unroll=1):
+            for kb in cutlass.range(s * nk // ns, (s + 1) * nk // ns, unroll=1):
                 ab_pipe.consumer_wait(read)
                 si = read.index
                 for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
@@ -245,11 +277,27 @@ class Sm90GroupedGemmKernel(Sm90Common):
                     it += 1
                 read.advance()
             cute.nvgpu.warpgroup.wait_group(0)
+            m_store = mg  # rows of C this unit may write: 0 = none
+            if ns > 1:
+                slot = tile - full_tiles
+                base = (slot * splits + s) * (n_acc * 256) + ct
+                for i in cutlass.range_constexpr(n_acc):
+                    ws[base + i * 256] = acc[i]
+                done = decode.atom_add_acq_rel_gpu(cnt_base + Int64(slot * 256 + ct) * 4, Int32(1))
+                m_store = mg * Int32(done == ns - 1)
+                if done == ns - 1:  # last of the splits: sum the partials in split order
+                    base0 = slot * splits * (n_acc * 256) + ct
+                    for i in cutlass.range_constexpr(n_acc):
+                        acc[i] = ws[base0 + i * 256]
+                    for s2 in cutlass.range(1, ns, unroll=1):
+                        for i in cutlass.range_constexpr(n_acc):
+                            acc[i] = acc[i] + ws[base0 + s2 * (n_acc * 256) + i * 256]
+                    decode.atom_add_acq_rel_gpu(cnt_base + Int64(slot * 256 + ct) * 4, -ns)
             if cutlass.const_expr(self.swap):
-                self.store_c_t(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, mg, ng)
+                self.store_c_t(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, m_store, ng)
             else:
-                self.store_c(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, mg, ng)
-            tile += cute.arch.grid_dim()[0]
+                self.store_c(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, m_store, ng)
+            item += cute.arch.grid_dim()[0]
 
     @cute.jit
     def store_c(self, acc, tCcC, c_g, m0, n0, mg, ng):
@@ -302,15 +350,33 @@ def compile_args(config: KernelConfig, shapes) -> tuple:
     return (
         make_ptr(cutlass.Int64, 1 << 20, cute.AddressSpace.gmem, assumed_align=16),
         make_ptr(cutlass.Int32, 2 << 20, cute.AddressSpace.gmem, assumed_align=16),
-        Int32(1), Int32(1),
+        make_ptr(cutlass.Float32, 3 << 20, cute.AddressSpace.gmem, assumed_align=16),
+        make_ptr(cutlass.Int32, 4 << 20, cute.AddressSpace.gmem, assumed_align=16),
+        Int32(1), Int32(1), Int32(1), Int32(1),
         make_fake_stream(),
     )
 
 
+MAX_SPLITS = 8
+
+
+def tail_splits(total: int, ctas: int, k_blocks) -> int:
+    """K splits of each tail tile (the tiles past the last whole wave of `ctas`): the most
+    (up to 8 and the smallest group's k-blocks) that still give every CTA at most one tail
+    unit; 1 without a partial wave.  (Two units per CTA measured slower than whole tail
+    tiles for 128x128 g8 N=7168 K=2048 and barely faster for g8 N=4096 K=7168, H200
+    2026-11-21, notes/sm90.md experiment 21.)"""
+    tail = total % ctas
+    if tail == 0 or total < ctas:
+        return 1
+    return max(1, min(MAX_SPLITS, min(k_blocks), ctas // tail))
+
+
 _META_CACHE: dict = {}
 def runtime_args(data, config: KernelConfig, stream) -> tuple:
-    """Group table and tile prefix sums as small device tensors (cached by the tensors'
-    addresses and shapes, so a repeated call on the same buffers copies nothing)."""
+    """Group table, tile prefix sums and the split-K workspace and counters as device
+    tensors (cached by the tensors' addresses and shapes, so a repeated call on the same
+    buffers allocates and copies nothing; the kernel leaves the counters at 0)."""
     import torch
     from cutlass.cute.runtime import make_ptr
 
@@ -327,16 +393,24 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
         offs, total = _tile_offsets(config, [(m, n, k) for m, n, k, _ in sizes])
         meta_t = torch.tensor(rows, dtype=torch.int64, device=dev)
         offs_t = torch.tensor(offs, dtype=torch.int32, device=dev)
-        sms = sm_count(dev)
+        ctas = min(total, sm_count(dev))
+        splits = tail_splits(total, ctas, [k // K_BLOCK for _m, _n, k, _l in sizes])
+        full = total - (total % ctas if splits > 1 else 0)
+        n_tail = total - full
+        acc_per_thread = config.mma_tile_mn[0] * config.mma_tile_mn[1] // 256
+        ws_t = torch.empty(max(1, n_tail * splits * acc_per_thread * 256), dtype=torch.float32, device=dev)
+        cnt_t = torch.zeros(max(1, n_tail * 256), dtype=torch.int32, device=dev)
         if len(_META_CACHE) > 64:
             _META_CACHE.clear()
-        hit = _META_CACHE[key] = (meta_t, offs_t, total, min(total, sms))
-    meta_t, offs_t, total, ctas = hit
+        hit = _META_CACHE[key] = (meta_t, offs_t, ws_t, cnt_t, full + n_tail * splits, full, splits, ctas)
+    meta_t, offs_t, ws_t, cnt_t, items, full, splits, ctas = hit
     if not isinstance(stream, cuda.CUstream):
         stream = cuda.CUstream(stream.cuda_stream)
     return (
         make_ptr(cutlass.Int64, meta_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
         make_ptr(cutlass.Int32, offs_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
-        Int32(total), Int32(ctas),
+        make_ptr(cutlass.Float32, ws_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
+        make_ptr(cutlass.Int32, cnt_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
+        Int32(items), Int32(full), Int32(splits), Int32(ctas),
         stream,
     )
