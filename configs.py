@@ -133,7 +133,8 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
 
 
 def sm90_sfb_atoms(tn: int) -> int:
-    """128-row scale atoms loaded per B operand per k-block for tile N = tn."""
+    """128-row scale atoms loaded per B operand per k-block for tile N = tn (2 when a tile
+    can straddle two atoms, N 48 / 96, or spans two, N 256)."""
     return 1 if 128 % tn == 0 else 2
 
 
@@ -394,19 +395,19 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # N=4096 K=1536 g=2 (M 128, 384): 16 x 4 = 64 tiles = 128 CTAs, no M padding.
     ("sm_100a", "group", GROUP_BENCHMARKS[3]): _sm100_group_swap_ab(),
     # --- sm_90a dual (default rule: 128x128, two consumer warpgroups) --------------------
-    # M=256: 128x128 gives only 64 (48) tiles on 132 SMs; 128x64 doubles the tiles
-    # (H200, 2026-11-21: 256x4096x7168 118.7 -> 82.1 us).  512x4096 keeps 128x128 (one wave).
+    # M=256 x N=4096: the rule's 128x128 gives 64 tiles on 132 SMs; split-K halves each tile
+    # (scheduler.split_plan: 128 units).  H200, 2026-11-21, kernel-only, same run: 67.3 us
+    # vs 73.8 for 128 tiles of 128x64 and 109.9 unsplit (notes/sm90.md, experiment 22).
+    # 512x4096 keeps 128x128 (128 tiles, one wave).
     **{("sm_90a", "dual", s): default_config("dual", "sm_90a", s) for s in DUAL_BENCHMARKS},
-    ("sm_90a", "dual", DUAL_BENCHMARKS[0]): _fill_stages(KernelConfig(
-        "dual", "sm_90a", (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4),
-    # 256x3072: 128x64 gives 96 tiles on 132 SMs (73%); 128x48 (wgmma n = 96, epilogue
-    # subtile 128x16, two scale atoms per B stage) gives 128.  H200, 2026-11-21, same run:
-    # 41.8 us vs 44.0 us for 128x64 (notes/sm90.md, experiment 16).
+    # 256x3072x4096: 128x96 (fused wgmma n = 192, two scale atoms per B stage) gives 64
+    # tiles, split 2 ways over K -> 128 units: 37.5 us vs 41.3 for 128 tiles of 128x48 and
+    # 44.3 for 128x128 split (96 units); H200, 2026-11-21, same run (experiment 22).
     ("sm_90a", "dual", DUAL_BENCHMARKS[2]): _fill_stages(KernelConfig(
-        "dual", "sm_90a", (128, 48), mma_warpgroups=2, epi_tile_mn=(128, 16), rs_a=True), cap=4),
-    # 512x3072: 128x128 gives 96 tiles on 132 SMs (73%); 128x96 (fused wgmma n = 192, two
-    # scale atoms per B stage, B decoded in 16-code quarter tasks, 3 per thread) gives 128,
-    # one wave.  H200, 2026-11-21, same run: 85.8 us vs 106.7 us for 128x128 (experiment 15).
+        "dual", "sm_90a", (128, 96), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=3),
+    # 512x3072: 128x128 gives 96 tiles on 132 SMs (73%); 128x96 (B decoded in 16-code
+    # quarter tasks, 3 per thread) gives 128, one wave.  H200, 2026-11-21, same run: 85.8 us
+    # vs 106.7 us for 128x128 (experiment 15).
     ("sm_90a", "dual", DUAL_BENCHMARKS[3]): _fill_stages(KernelConfig(
         "dual", "sm_90a", (128, 96), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4),
     # --- sm_90a grouped (default rule: swap_ab, 256 over N x 64 over M, when N % 256 == 0) --
@@ -419,6 +420,13 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # (66 instead of 84 k-blocks on the busiest CTA), 183.5 us vs 224.0 unsplit and 216.3
     # for the former 128x128 (212.4 with 128x128's tail split, 2 units per CTA).
     **{("sm_90a", "group", s): default_config("group", "sm_90a", s) for s in GROUP_BENCHMARKS},
+    # g8 N=4096 K=7168 (long K, sum M = 1024): 128 x 256 tiles (wgmma n256, the dual
+    # kernel's per-k-block cost for one GEMM; 2 scale atoms per B stage): 176 tiles = one
+    # wave + 44 tail tiles split 3 ways.  H200, 2026-11-21, same run: 166.5 us vs 185.7 for
+    # swap 256x64 (split tail) and 201.3 for 128x128 (experiment 22).  On the other three
+    # cases 128x256 lost: more M padding (128-row tiles) and a heavier epilogue per tile.
+    ("sm_90a", "group", GROUP_BENCHMARKS[0]): KernelConfig(
+        "group", "sm_90a", (128, 256), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True, ab_stages=2),
 }
 
 

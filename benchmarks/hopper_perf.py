@@ -87,7 +87,7 @@ def candidate_configs(problem, shape, cfg):
 
 
 def time_config(problem, cfg, shape, data, timer, unsplit=False):
-    """unsplit (grouped): every tile whole, no split-K tail (same kernel, work items = tiles)."""
+    """unsplit: every tile whole, no split-K (same kernel, work items = tiles)."""
     from cutlass import Int32
 
     from nvfp4gemm import harness, scheduler
@@ -95,9 +95,14 @@ def time_config(problem, cfg, shape, data, timer, unsplit=False):
     ck = harness.compile_kernel(problem, "sm_90a", cfg, shape)
     mod, _ = harness.kernel_module(problem, "sm_90a")
     args = mod.runtime_args(data, cfg, torch.cuda.current_stream())
-    if unsplit:  # (meta, offs, ws, cnt, items, full_tiles, splits, ctas, stream)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if unsplit and problem == "group":  # (meta, offs, ws, cnt, items, full_tiles, splits, ctas, stream)
         total = scheduler.grouped_tile_offsets(cfg, shape)[-1]
-        args = args[:4] + (Int32(total), Int32(total), Int32(1)) + args[7:]
+        args = args[:4] + (Int32(total), Int32(total), Int32(1), Int32(min(total, sms))) + args[8:]
+    elif unsplit:  # dual: (..., c, ws, cnt, m, n, k, l, items, full_tiles, splits, ctas, stream)
+        m, n, _k, l = shape
+        total = (m // cfg.mma_tile_mn[0]) * (n // cfg.mma_tile_mn[1]) * l
+        args = args[:13] + (Int32(total), Int32(total), Int32(1), Int32(min(total, sms))) + args[17:]
     poison(problem, data)
     ck.fn(*args)
     torch.cuda.synchronize()
@@ -177,8 +182,7 @@ def main():
             for vcfg in [cfg] + candidate_configs(problem, shape, cfg):
                 try:
                     variants[vcfg.short()] = time_config(problem, vcfg, shape, data, timer)
-                    if problem == "group":
-                        variants[vcfg.short() + " unsplit"] = time_config(problem, vcfg, shape, data, timer, True)
+                    variants[vcfg.short() + " unsplit"] = time_config(problem, vcfg, shape, data, timer, True)
                 except Exception as e:
                     print(f"VARIANT FAIL {vcfg.short()}: {type(e).__name__}: {str(e)[:300]}", flush=True)
             label = "x".join(map(str, shape[:3])) if problem == "dual" else \

@@ -81,6 +81,31 @@ def test_grouped_swap_ab_poisoned_padding_and_tiny_m():
     _run(R.generate_input(ms, ns, ks, len(shape), 9, device="cuda", poison_padding=True), "group")
 
 
+@pytest.mark.parametrize("shape,splits,full", [
+    ((512, 768, 7168, 1), 5, 0),  # 24 tiles of 128x128, every tile split 5 ways (in-order sum)
+    ((1536, 512, 7168, 1), 2, 0),  # 48 tiles, split 2 ways (p0 + p1)
+    ((7168, 384, 2304, 1), 3, 132),  # 168 tiles: one whole wave, the 36 tail tiles split 3 ways
+], ids=str)
+def test_dual_split_k(shape, splits, full):
+    """Split-K of the dual GEMM: poisoned C and scale padding, the same input three times
+    (the kernel resets its per-tile counters), bit-identical results (fixed sum order)."""
+    data = R.generate_input(*shape, 12, device="cuda", poison_padding=True)
+    if torch.cuda.get_device_capability() == (9, 0):
+        from nvfp4gemm import scheduler
+        from nvfp4gemm.sm90.common import sm_count
+
+        cfg = configs.select_config("dual", "sm_90a", shape)
+        m, n, k, l = shape
+        tiles = (m // cfg.mma_tile_mn[0]) * (n // cfg.mma_tile_mn[1]) * l
+        sms = sm_count(torch.device("cuda", torch.cuda.current_device()))
+        if sms == 132:  # the plan this test was written for (H100 / H200)
+            assert scheduler.split_plan(tiles, sms, k // 256)[1:] == (full, splits), cfg
+    _run(data, "dual")
+    first = data[-1].clone()
+    _run(data, "dual")
+    assert torch.equal(first, data[-1]), "split-K result changed between calls"
+
+
 @pytest.mark.parametrize("shape", [
     # 128x128 tiles: 62 + 33 + 25 + 18 = 138 tiles, on 132 SMs the last 6 (group 3, ragged
     # M = 130) are split 2 ways over K; K differs per group
@@ -95,8 +120,8 @@ def test_grouped_split_k_tail(shape):
     data = R.generate_input(ms, ns, ks, len(shape), 10, device="cuda", poison_padding=True)
     if torch.cuda.get_device_capability() == (9, 0):
         from nvfp4gemm.sm90.common import sm_count
-        from nvfp4gemm.sm90.grouped_gemm import tail_splits
         from nvfp4gemm import scheduler
+        from nvfp4gemm.scheduler import tail_splits
 
         cfg = configs.select_config("group", "sm_90a", shape)
         total = scheduler.grouped_tile_offsets(cfg, shape)[-1]

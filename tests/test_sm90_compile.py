@@ -99,7 +99,7 @@ def test_grouped_swap_ab_selected_and_constrained():
 def test_grouped_tail_splits():
     """Split-K of the partial last wave: as many K splits per tail tile as leave every CTA
     at most one tail unit (<= 8, <= the smallest group's k-blocks); 1 without a partial wave."""
-    from nvfp4gemm.sm90.grouped_gemm import tail_splits
+    from nvfp4gemm.scheduler import tail_splits
 
     assert tail_splits(304, 132, [28] * 8) == 3  # g8 N=4096 K=7168 swap: 40 tail tiles
     assert tail_splits(588, 132, [8] * 8) == 2  # g8 N=7168 K=2048 swap: 60 tail tiles
@@ -110,6 +110,41 @@ def test_grouped_tail_splits():
     assert tail_splits(138, 132, [4, 2, 3, 8]) == 2  # at most the smallest group's k-blocks
     assert tail_splits(135, 132, [3, 4, 3, 6, 3]) == 3
     assert tail_splits(140, 132, [16]) == 8  # at most 8
+
+
+def test_split_plan():
+    """(ctas, full_tiles, splits): at most half a wave of tiles -> every tile split over K,
+    one unit per CTA; otherwise only the partial last wave (tail_splits)."""
+    from nvfp4gemm.scheduler import split_plan, split_units
+
+    assert split_plan(64, 132, 28) == (128, 0, 2)  # 256x4096x7168 dual, 128x128 tiles
+    assert split_plan(64, 132, 16) == (128, 0, 2)  # 256x3072x4096 dual, 128x96 tiles
+    assert split_plan(24, 132, 28) == (120, 0, 5)
+    assert split_plan(8, 132, 1) == (8, 8, 1)  # one k-block: nothing to split
+    assert split_plan(60, 132, [16, 16]) == (120, 0, 2)  # grouped: the smallest K bounds it
+    assert split_plan(10, 132, [28, 3]) == (30, 0, 3)
+    assert split_plan(96, 132, 16) == (96, 96, 1)  # more than half a wave: whole tiles
+    assert split_plan(304, 132, [28] * 8) == (132, 264, 3)  # tail of 40 tiles, 3 ways
+    assert split_plan(264, 132, 28) == (132, 264, 1)
+    assert split_units(304, 264, 3) == 384 and split_units(64, 0, 2) == 128 and split_units(96, 96, 1) == 96
+
+
+@pytest.mark.parametrize("sms", [132, 7, 1])
+def test_split_plan_units_are_last_items(sms):
+    """The kernels stage split-K partials in the pipeline's shared memory, which is free only
+    after a CTA's last work item: every CTA gets at most one split unit, as its last item,
+    and never more CTAs than SMs or items."""
+    from nvfp4gemm.scheduler import split_plan, split_units
+
+    for total in range(1, 3 * sms + 3):
+        for kb in (1, 2, 3, 28, [28, 2]):
+            ctas, full, splits = split_plan(total, sms, kb)
+            items = split_units(total, full, splits)
+            assert 1 <= ctas <= min(sms, items) and 1 <= splits <= 8 and 0 <= full <= total
+            for c in range(ctas):
+                mine = list(range(c, items, ctas))
+                split = [i for i in mine if splits > 1 and i >= full]
+                assert len(split) <= 1 and (not split or split[0] == mine[-1]), (total, kb, c)
 
 
 def test_decode_table_is_exact():

@@ -24,6 +24,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass import Int32, Int64
 from cutlass.cute.nvgpu import warpgroup
 
 from configs import K_BLOCK, KernelConfig, check_shape, sm90_acc_registers, sm90_sfb_atoms, sm90_smem_bytes
@@ -97,8 +98,9 @@ class Sm90Common:
         if config.mma_warpgroups != 2 or tm != (256 if swap else 128):
             raise ValueError(f"sm_90a kernels need tile M == 128 (256 with grouped swap_ab) with 2 consumer "
                              f"warpgroups, got {tm} x wg{config.mma_warpgroups}")
-        if tn not in ((48, 64, 96, 128) if config.problem == "dual" else (64,) if swap else (64, 128)):
-            raise ValueError(f"sm_90a tile N must be 64 or 128 (or 48, 96 for dual; 64 with swap_ab), got {tn}")
+        if tn not in ((48, 64, 96, 128) if config.problem == "dual" else (64,) if swap else (64, 128, 256)):
+            raise ValueError(f"sm_90a tile N must be 64 or 128 (also 48, 96 for dual; 256 for grouped; "
+                             f"64 with swap_ab), got {tn}")
         if config.swap_ab and not swap:
             raise ValueError("sm_90a dual kernel does not implement swap_ab")
         if config.cluster_mn != (1, 1) or config.cta_group != 1:
@@ -193,7 +195,9 @@ class Sm90Common:
             return cute.struct.Align[cute.struct.MemRange[dtype, n], 1024]
 
         # fields in order; B2 buffers only for the dual problem
+        # flag: the split-K arrival count that one thread reads and broadcasts to the CTA
         fields = {"mbar": cute.struct.MemRange[cutlass.Int64, stages * 2],
+                  "flag": cute.struct.MemRange[cutlass.Int32, 4],
                   "sAp": buf(cutlass.Uint8, a_pk), "sB1p": buf(cutlass.Uint8, b_pk)}
         if g == 2:
             fields["sB2p"] = buf(cutlass.Uint8, b_pk)
@@ -251,6 +255,85 @@ class Sm90Common:
             consumer_group=consumer,
             tx_count=self.tx_bytes,
         )
+
+    # ------------------------------------------------------------------ split-K work items
+    @cute.jit
+    def unit_of(self, item, full_tiles, splits):
+        """(tile, split, number of splits) of work item `item` (scheduler.split_plan): items
+        below full_tiles are whole tiles (split 0 of 1), the rest split units of the
+        remaining tiles, `splits` consecutive items per tile."""
+        tail = Int32(item >= full_tiles)
+        u = (item - full_tiles) * tail
+        tile = item + tail * (full_tiles + u // splits - item)
+        return tile, u % splits, 1 + tail * (splits - 1)
+
+    def split_stage_bytes(self) -> int:
+        """Contiguous shared memory from the packed A buffers to the end of the decoded B
+        buffers (every field 1 KB aligned and a multiple of 1 KB): free once a CTA's last work
+        item has left the mainloop, and reused to stage split-K partials."""
+        g = self.num_gemms
+        return (self.ab_stages * (self.a_stage_bytes + g * self.b_stage_bytes
+                                  + self.sfa_atoms * SF_STAGE_BYTES + g * self.sfb_stage_bytes)
+                + self.dec_stages * self.b_buf_bytes)
+
+    @cute.jit
+    def split_reduce(self, acc, ws, ws_addr, cnt_base, flag, stage, slot, s, ns, ct):
+        """Split s of ns of split tile `slot` (a CTA's split unit is always its last work item,
+        scheduler.split_plan, so the pipeline's shared memory from `stage` on is free):
+
+        1. every consumer thread writes its fp32 accumulators to the workspace (unit block
+           (slot, s): element i of thread ct at i * threads + ct, coalesced);
+        2. gpu-scope fence, CTA barrier, one acq_rel atomic on the tile's counter, the old
+           value broadcast through shared memory (the whole CTA agrees who is last);
+        3. the last of the ns units sums the partials in split order (deterministic whatever
+           the arrival order; for ns == 2 its own registers + the other split, p0 + p1 ==
+           p1 + p0), resets the counter for the next launch and returns 1 (it runs the
+           epilogue); the others return 0.  Each partial block is staged into shared memory
+           by 16-byte cp.async from all consumer threads (every copy in flight at once, no
+           registers held), then read back per thread: loading it straight into registers
+           measured ~7 us per split tile (the 128 accumulators leave few registers for loads
+           in flight, H200 2026-11-21).
+        """
+        nt = self.num_mma_threads
+        n_acc = cute.size(acc)
+        unit = n_acc * nt  # floats per split unit
+        assert unit * 4 <= self.split_stage_bytes(), "split-K partial does not fit the free shared memory"
+        base = (slot * ns + s) * unit + ct
+        for i in cutlass.range_constexpr(n_acc):
+            ws[base + i * nt] = acc[i]
+        cute.arch.fence_acq_rel_gpu()  # this thread's partials before the CTA's arrival
+        self.epi_barrier.arrive_and_wait()
+        if ct == 0:
+            old = decode.atom_add_acq_rel_gpu(cnt_base + Int64(slot) * 4, Int32(1))
+            if old == ns - 1:
+                decode.atom_add_acq_rel_gpu(cnt_base + Int64(slot) * 4, -ns)
+            flag[0] = old
+        self.epi_barrier.arrive_and_wait()
+        last = Int32(flag[0] == ns - 1)
+        if last != 0:
+            cute.arch.fence_acq_rel_gpu()
+            if ns == 2:
+                self._add_partial(acc, ws_addr, stage, slot * 2 + 1 - s, unit, ct)
+            else:  # ((0 + p0) + p1) + ...: 0 + p0 is p0 exactly
+                acc.fill(0.0)
+                for s2 in cutlass.range(ns, unroll=1):
+                    self._add_partial(acc, ws_addr, stage, slot * ns + s2, unit, ct)
+        return last
+
+    @cute.jit
+    def _add_partial(self, acc, ws_addr, stage, block, unit, ct):
+        """acc (+)= partial block `block` of the workspace, staged through shared memory."""
+        nt = self.num_mma_threads
+        chunks = unit * 4 // 16
+        src = ws_addr + Int64(block) * (unit * 4)
+        for c in cutlass.range_constexpr(chunks // nt):
+            ofs = (c * nt + ct) * 16
+            decode.cp_async_16(stage + ofs, src + Int64(ofs), Int32(16))
+        decode.cp_async_wait_all()
+        self.epi_barrier.arrive_and_wait()
+        for i in cutlass.range_constexpr(cute.size(acc)):
+            acc[i] = acc[i] + decode.ld_shared_f32(stage + (i * nt + ct) * 4)
+        self.epi_barrier.arrive_and_wait()  # the staging buffer is free for the next block
 
     # ------------------------------------------------------------------ A operand
     def make_a_operand(self, thr_mma, ct):

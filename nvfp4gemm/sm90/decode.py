@@ -198,6 +198,25 @@ def ld_shared_u32(addr: Int32, *, loc=None, ip=None) -> Int32:
     )
 
 
+@dsl_user_op
+def ld_shared_f32(addr: Int32, *, loc=None, ip=None) -> cutlass.Float32:
+    return cutlass.Float32(
+        _asm(
+            T.f32(),
+            [Int32(addr).ir_value(loc=loc, ip=ip)],
+            "ld.shared.f32 $0, [$1];",
+            "=f,r",
+            True, loc=loc, ip=ip,
+        )
+    )
+
+
+@dsl_user_op
+def cp_async_wait_all(*, loc=None, ip=None) -> None:
+    """Wait for this thread's outstanding cp.async copies (no commit groups needed)."""
+    _asm(None, [], "cp.async.wait_all;", "", True, loc=loc, ip=ip)
+
+
 def swizzle128_chunk_addr(base: Int32, row: Int32, chunk: Int32) -> Int32:
     """Shared address of 16-byte chunk `chunk` (0..7) of `row` in a K-major 128B-swizzled
     tile whose rows are 128 bytes (64 fp16 or 128 packed bytes) and whose base is

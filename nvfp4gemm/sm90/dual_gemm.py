@@ -63,10 +63,15 @@ class Sm90DualGemmKernel(Sm90Common):
         sfb1_ptr: cute.Pointer,
         sfb2_ptr: cute.Pointer,
         c_ptr: cute.Pointer,
+        ws_ptr: cute.Pointer,
+        cnt_ptr: cute.Pointer,
         m: Int32,
         n: Int32,
         k: Int32,
         l: Int32,
+        total_items: Int32,
+        full_tiles: Int32,
+        splits: Int32,
         num_ctas: Int32,
         stream: cuda.CUstream,
     ):
@@ -100,7 +105,8 @@ class Sm90DualGemmKernel(Sm90Common):
             tma_sfa, tSFA, tma_sfb1, tSFB1, tma_sfb2, tSFB2,
             tma_c, tC,
             self.tiled_mma,
-            m, n, k, l,
+            ws_ptr, cnt_ptr,
+            m, n, k, l, total_items, full_tiles, splits,
         ).launch(
             grid=[num_ctas, 1, 1],
             block=[self.threads_per_cta, 1, 1],
@@ -119,7 +125,9 @@ class Sm90DualGemmKernel(Sm90Common):
         tma_sfb2: cute.CopyAtom, mSFB2: cute.Tensor,
         tma_c: cute.CopyAtom, mC: cute.Tensor,
         tiled_mma: cute.TiledMma,
+        ws_ptr: cute.Pointer, cnt_ptr: cute.Pointer,
         m: Int32, n: Int32, k: Int32, l: Int32,
+        total_items: Int32, full_tiles: Int32, splits: Int32,
     ):
         self._make_layouts()
         tidx, _, _ = cute.arch.thread_idx()
@@ -139,7 +147,6 @@ class Sm90DualGemmKernel(Sm90Common):
 
         tiles_m = m // self.tile_m
         tiles_n = n // self.tile_n
-        num_tiles = tiles_m * tiles_n * l
         k_blocks = k // K_BLOCK
         rm_a = (m + 127) // 128
         rm_b = (n + 127) // 128
@@ -152,16 +159,18 @@ class Sm90DualGemmKernel(Sm90Common):
             if warp_idx == 0:
                 self.producer(st, ab_pipe, tma_a, mA, tma_b1, mB1, tma_b2, mB2,
                               tma_sfa, mSFA, tma_sfb1, mSFB1, tma_sfb2, mSFB2,
-                              tiles_m, tiles_n, num_tiles, k_blocks, rm_a, rm_b)
+                              tiles_m, tiles_n, total_items, full_tiles, splits, k_blocks, rm_a, rm_b)
         elif wg <= self.num_mma_wg:
             cute.arch.warpgroup_reg_alloc(self.mma_regs)
-            self.consumer(st, ab_pipe, tiled_mma, tma_c, mC, tiles_m, tiles_n, num_tiles, k_blocks, tidx)
+            self.consumer(st, ab_pipe, tiled_mma, tma_c, mC, ws_ptr, cnt_ptr, tiles_m, tiles_n,
+                          total_items, full_tiles, splits, k_blocks, tidx)
 
     @cute.jit
     def producer(self, st, ab_pipe, tma_a, mA, tma_b1, mB1, tma_b2, mB2,
                  tma_sfa, mSFA, tma_sfb1, mSFB1, tma_sfb2, mSFB2,
-                 tiles_m, tiles_n, num_tiles, k_blocks, rm_a, rm_b):
-        """TMA of packed operands and scales, one k-block per pipeline stage."""
+                 tiles_m, tiles_n, total_items, full_tiles, splits, k_blocks, rm_a, rm_b):
+        """TMA of packed operands and scales, one k-block per pipeline stage, for the k-blocks
+        of each work item (a whole tile or one split of it)."""
         # (tile_m, 128, RestM, RestK, RestL) packed tiles of A
         gA = cute.local_tile(mA, (self.tile_m, K_BLOCK // 2), (None, None, None))
         # (tile_n, 128, RestN, RestK, RestL) packed tiles of B1, B2
@@ -185,15 +194,16 @@ class Sm90DualGemmKernel(Sm90Common):
         tSFB2s, tSFB2g = self.tma_part(tma_sfb2, sSFB2, gSFB2)
 
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stages)
-        tile = cute.arch.block_idx()[0]
-        while tile < num_tiles:
+        item = cute.arch.block_idx()[0]
+        while item < total_items:
+            tile, s, ns = self.unit_of(item, full_tiles, splits)
             mb, nb, lb = scheduler.linear_to_mnl(tile, tiles_m, tiles_n, self.raster_m)
             nb128 = (nb * self.tile_n) // 128
             sfa_atom = (lb * rm_a + mb * (self.tile_m // 128)) * k_blocks
             sfb_atom = (lb * rm_b + nb128) * k_blocks
             # second atom (tile N 96 may straddle two): the next one, or the same at the end
             sfb_atom_hi = sfb_atom + Int32(nb128 + 1 < rm_b) * k_blocks
-            for kb in cutlass.range(k_blocks, unroll=1):
+            for kb in cutlass.range(s * k_blocks // ns, (s + 1) * k_blocks // ns, unroll=1):
                 ab_pipe.producer_acquire(state)
                 bar = ab_pipe.producer_get_barrier(state)
                 si = state.index
@@ -209,11 +219,12 @@ class Sm90DualGemmKernel(Sm90Common):
                     cute.copy(tma_sfb2, tSFB2g[(None, 0, sfb_atom_hi + kb)], tSFB2s[(None, sb + 1)], tma_bar_ptr=bar)
                 ab_pipe.producer_commit(state)
                 state.advance()
-            tile += cute.arch.grid_dim()[0]
+            item += cute.arch.grid_dim()[0]
         ab_pipe.producer_tail(state)
 
     @cute.jit
-    def consumer(self, st, ab_pipe, tiled_mma, tma_c, mC, tiles_m, tiles_n, num_tiles, k_blocks, tidx):
+    def consumer(self, st, ab_pipe, tiled_mma, tma_c, mC, ws_ptr, cnt_ptr, tiles_m, tiles_n,
+                 total_items, full_tiles, splits, k_blocks, tidx):
         ct = tidx - 128  # consumer thread 0..255
         # (mma_n, 64, dec_stages): B1 rows, then B2 rows below them
         sBd = st.sB1d.get_tensor(self.b_dec_layout.outer, swizzle=self.b_dec_layout.inner)
@@ -237,16 +248,22 @@ class Sm90DualGemmKernel(Sm90Common):
         b2_d = b1_d + self.tile_n * 128  # B2 rows follow B1's in the same tile
 
         epi = self.make_epilogue(tiled_mma, st, ct)
+        # fp32 split-K partials: (split tile, split, accumulator element, consumer thread)
+        ws = cute.make_tensor(ws_ptr, cute.make_layout(1 << 30))
+        ws_addr = ws_ptr.toint()
+        cnt_base = cnt_ptr.toint()
+        flag = st.flag.get_tensor(cute.make_layout(4))
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         it = Int32(0)  # decoded sub-blocks so far (buffer = it % 2)
         tiles_done = Int32(0)
-        tile = cute.arch.block_idx()[0]
-        while tile < num_tiles:
+        item = cute.arch.block_idx()[0]
+        while item < total_items:
+            tile, s, ns = self.unit_of(item, full_tiles, splits)
             mb, nb, lb = scheduler.linear_to_mnl(tile, tiles_m, tiles_n, self.raster_m)
             nb_row0 = (nb * self.tile_n) % 128  # B tile's first row inside its 128-row atom
             acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-            for kb in cutlass.range(k_blocks, unroll=1):
+            for kb in cutlass.range(s * k_blocks // ns, (s + 1) * k_blocks // ns, unroll=1):
                 ab_pipe.consumer_wait(read)
                 si = read.index
                 for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
@@ -265,9 +282,13 @@ class Sm90DualGemmKernel(Sm90Common):
                     it += 1
                 read.advance()
             cute.nvgpu.warpgroup.wait_group(0)
-            self.epilogue_dual(epi, acc, tma_c, gC[(None, None, mb, nb, lb)], tiles_done, ct)
-            tiles_done += 1
-            tile += cute.arch.grid_dim()[0]
+            store = Int32(1)
+            if ns > 1:
+                store = self.split_reduce(acc, ws, ws_addr, cnt_base, flag, a_p, tile - full_tiles, s, ns, ct)
+            if store != 0:
+                self.epilogue_dual(epi, acc, tma_c, gC[(None, None, mb, nb, lb)], tiles_done, ct)
+                tiles_done += 1
+            item += cute.arch.grid_dim()[0]
         epi.store_pipe.producer_tail()
 
     @cute.jit
@@ -364,10 +385,35 @@ def compile_args(config: KernelConfig, m: int, n: int, k: int, l: int) -> tuple:
     return (
         p(cutlass.Uint8, 1 << 20), p(cutlass.Uint8, 2 << 20), p(cutlass.Uint8, 3 << 20),
         p(cutlass.Int32, 4 << 20), p(cutlass.Int32, 5 << 20), p(cutlass.Int32, 6 << 20),
-        p(cutlass.Float16, 7 << 20),
-        Int32(m), Int32(n), Int32(k), Int32(l), Int32(132),
+        p(cutlass.Float16, 7 << 20), p(cutlass.Float32, 8 << 20), p(cutlass.Int32, 9 << 20),
+        Int32(m), Int32(n), Int32(k), Int32(l), Int32(1), Int32(1), Int32(1), Int32(132),
         make_fake_stream(),
     )
+
+
+_SPLIT_CACHE: dict = {}
+
+
+def split_args(config: KernelConfig, m: int, n: int, k: int, l: int, c):
+    """(workspace, counters, items, full_tiles, splits, ctas) of the split-K plan
+    (scheduler.split_plan) for this shape on C's GPU.  The fp32 workspace and the
+    per-split-tile counters (zeroed once; the kernel leaves them at 0) are cached per output
+    tensor address, so a repeated call allocates nothing and two outputs never share one."""
+    import torch
+
+    key = (c.device, c.data_ptr(), config.mma_tile_mn, m, n, k, l)
+    hit = _SPLIT_CACHE.get(key)
+    if hit is None:
+        tiles = (m // config.mma_tile_mn[0]) * (n // config.mma_tile_mn[1]) * l
+        ctas, full, splits = scheduler.split_plan(tiles, sm_count(c.device), k // K_BLOCK)
+        n_split = tiles - full
+        floats = n_split * splits * config.mma_tile_mn[0] * 2 * config.mma_tile_mn[1]
+        ws = torch.empty(max(1, floats), dtype=torch.float32, device=c.device)
+        cnt = torch.zeros(max(1, n_split), dtype=torch.int32, device=c.device)
+        if len(_SPLIT_CACHE) > 64:
+            _SPLIT_CACHE.clear()
+        hit = _SPLIT_CACHE[key] = (ws, cnt, scheduler.split_units(tiles, full, splits), full, splits, ctas)
+    return hit
 
 
 def runtime_args(data, config: KernelConfig, stream) -> tuple:
@@ -382,14 +428,13 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
     def p(dt, t):
         return make_ptr(dt, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
 
-    tiles = (m // config.mma_tile_mn[0]) * (n // config.mma_tile_mn[1]) * l
-    sms = sm_count(c.device)
+    ws, cnt, items, full, splits, ctas = split_args(config, m, n, k, l, c)
     if not isinstance(stream, cuda.CUstream):
         stream = cuda.CUstream(stream.cuda_stream)
     return (
         p(cutlass.Uint8, a), p(cutlass.Uint8, b1), p(cutlass.Uint8, b2),
         p(cutlass.Int32, sfa_p), p(cutlass.Int32, sfb1_p), p(cutlass.Int32, sfb2_p),
-        p(cutlass.Float16, c),
-        Int32(m), Int32(n), Int32(k), Int32(l), Int32(min(tiles, sms)),
+        p(cutlass.Float16, c), p(cutlass.Float32, ws), p(cutlass.Int32, cnt),
+        Int32(m), Int32(n), Int32(k), Int32(l), Int32(items), Int32(full), Int32(splits), Int32(ctas),
         stream,
     )

@@ -14,14 +14,13 @@ Warp roles (3 warpgroups, 384 threads, one CTA per SM):
 
 Schedule: linear tile t -> group g by the prefix sums of per-group tile counts
 (scheduler.group_of_tile), then (m_blk, n_blk) inside the group (scheduler.linear_to_mnl).
-Split-K tail: when the tiles leave a partial last wave, the first `full_tiles` (whole waves)
-run whole and each of the remaining tail tiles is split into `splits` K ranges (work items
-full_tiles + tail x splits, CTA c takes items c, c + grid, ...; `tail_splits` picks the
-split).  A split unit writes its fp32 accumulators to a workspace (slot = tail tile,
-split, element, consumer thread: thread t of every split owns the same C elements), then
-adds 1 to its (tail tile, thread) counter with acq_rel; the thread that sees splits - 1
-sums the partials in split order (deterministic), resets the counter to 0 for the next
-launch and stores C.
+Split-K (scheduler.split_plan): with at most half a wave of tiles every tile is split over
+K, one unit per CTA; otherwise, when the tiles leave a partial last wave, the first
+`full_tiles` (whole waves) run whole and each remaining tail tile is split into `splits` K
+ranges (work items full_tiles + tail x splits, CTA c takes items c, c + grid, ...).  A split
+unit writes its fp32 accumulators to a workspace and the CTA counts its arrival; the last of
+a tile's units sums the partials in split order (deterministic), resets the counter for the
+next launch and stores C (Sm90Common.split_reduce).
 
 swap_ab (C_g^T = B_g A_g^T): the MMA's M side runs over N_g and its N side over the ragged
 M_g, so the group's B (N_g x K, large) is decoded straight into wgmma registers and only the
@@ -121,15 +120,6 @@ class Sm90GroupedGemmKernel(Sm90Common):
             self.consumer(st, ab_pipe, tiled_mma, meta, offs, ws_ptr, cnt_ptr, total_items, full_tiles, splits, tidx)
 
     @cute.jit
-    def unit_of(self, item, full_tiles, splits):
-        """(tile, split, number of splits) of work item `item`: items below full_tiles are
-        whole tiles (split 0 of 1), the rest split units of the tail tiles."""
-        tail = Int32(item >= full_tiles)
-        u = (item - full_tiles) * tail
-        tile = item + tail * (full_tiles + u // splits - item)
-        return tile, u % splits, 1 + tail * (splits - 1)
-
-    @cute.jit
     def tile_of(self, tile, meta: cute.Tensor, offs: cute.Tensor):
         """(group, m_blk, n_blk, M, N, K) of linear tile `tile`; m_blk / n_blk are MMA
         coordinates (with swap_ab m_blk runs over N_g, n_blk over M_g)."""
@@ -206,8 +196,10 @@ class Sm90GroupedGemmKernel(Sm90Common):
                 for a in cutlass.range_constexpr(self.sfa_atoms):
                     decode.cp_async_16(sfa_s + (si * self.sfa_atoms + a) * SF_STAGE_BYTES + tidx * 16,
                                        sfa_g + (sfa_atom + a * k64) * 512 + sf_ofs, Int32(16))
-                decode.cp_async_16(sfb_s + si * SF_STAGE_BYTES + tidx * 16,
-                                   sfb_g + sfb_atom * 512 + sf_ofs, Int32(16))
+                # tile N 256: the B tile spans two consecutive 128-row atoms
+                for a in cutlass.range_constexpr(self.sfb_atoms):
+                    decode.cp_async_16(sfb_s + (si * self.sfb_atoms + a) * SF_STAGE_BYTES + tidx * 16,
+                                       sfb_g + (sfb_atom + a * k64) * 512 + sf_ofs, Int32(16))
                 ab_pipe.producer_commit(state)
                 state.advance()
             item += cute.arch.grid_dim()[0]
@@ -237,7 +229,9 @@ class Sm90GroupedGemmKernel(Sm90Common):
         n_acc = cute.size(acc)
         # fp32 partials: (tail tile, split, accumulator element, consumer thread)
         ws = cute.make_tensor(ws_ptr, cute.make_layout(1 << 30))
+        ws_addr = ws_ptr.toint()
         cnt_base = cnt_ptr.toint()
+        flag = st.flag.get_tensor(cute.make_layout(4))
 
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         it = Int32(0)
@@ -259,7 +253,7 @@ class Sm90GroupedGemmKernel(Sm90Common):
                     if cutlass.const_expr(self.tile_n == 64):
                         # B: 64 rows x 4 scale groups, one quarter task per consumer thread
                         # (warp-uniform group, 32 consecutive rows per warp)
-                        self.decode_quarter(b_p + si * self.b_stage_bytes, sfb_p + si * SF_STAGE_BYTES,
+                        self.decode_quarter(b_p + si * self.b_stage_bytes, sfb_p + si * self.sfb_stage_bytes,
                                             b_d + buf * self.b_buf_bytes, ct % 64, nb_row0 + ct % 64, ct // 64, j)
                     else:
                         # B: tile_n rows x 2 segments
@@ -268,7 +262,7 @@ class Sm90GroupedGemmKernel(Sm90Common):
                             if t < 2 * self.tile_n:
                                 seg_b = t // self.tile_n
                                 row_b = t % self.tile_n
-                                self.decode_one(b_p + si * self.b_stage_bytes, sfb_p + si * SF_STAGE_BYTES,
+                                self.decode_one(b_p + si * self.b_stage_bytes, sfb_p + si * self.sfb_stage_bytes,
                                                 b_d + buf * self.b_buf_bytes, row_b, nb_row0 + row_b, seg_b, j)
                     if cutlass.const_expr(j == K_BLOCK // SUB_K - 1):
                         ab_pipe.consumer_release(read)
@@ -279,20 +273,8 @@ class Sm90GroupedGemmKernel(Sm90Common):
             cute.nvgpu.warpgroup.wait_group(0)
             m_store = mg  # rows of C this unit may write: 0 = none
             if ns > 1:
-                slot = tile - full_tiles
-                base = (slot * splits + s) * (n_acc * 256) + ct
-                for i in cutlass.range_constexpr(n_acc):
-                    ws[base + i * 256] = acc[i]
-                done = decode.atom_add_acq_rel_gpu(cnt_base + Int64(slot * 256 + ct) * 4, Int32(1))
-                m_store = mg * Int32(done == ns - 1)
-                if done == ns - 1:  # last of the splits: sum the partials in split order
-                    base0 = slot * splits * (n_acc * 256) + ct
-                    for i in cutlass.range_constexpr(n_acc):
-                        acc[i] = ws[base0 + i * 256]
-                    for s2 in cutlass.range(1, ns, unroll=1):
-                        for i in cutlass.range_constexpr(n_acc):
-                            acc[i] = acc[i] + ws[base0 + s2 * (n_acc * 256) + i * 256]
-                    decode.atom_add_acq_rel_gpu(cnt_base + Int64(slot * 256 + ct) * 4, -ns)
+                last = self.split_reduce(acc, ws, ws_addr, cnt_base, flag, a_p, tile - full_tiles, s, ns, ct)
+                m_store = mg * last
             if cutlass.const_expr(self.swap):
                 self.store_c_t(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, m_store, ng)
             else:
@@ -357,21 +339,6 @@ def compile_args(config: KernelConfig, shapes) -> tuple:
     )
 
 
-MAX_SPLITS = 8
-
-
-def tail_splits(total: int, ctas: int, k_blocks) -> int:
-    """K splits of each tail tile (the tiles past the last whole wave of `ctas`): the most
-    (up to 8 and the smallest group's k-blocks) that still give every CTA at most one tail
-    unit; 1 without a partial wave.  (Two units per CTA measured slower than whole tail
-    tiles for 128x128 g8 N=7168 K=2048 and barely faster for g8 N=4096 K=7168, H200
-    2026-11-21, notes/sm90.md experiment 21.)"""
-    tail = total % ctas
-    if tail == 0 or total < ctas:
-        return 1
-    return max(1, min(MAX_SPLITS, min(k_blocks), ctas // tail))
-
-
 _META_CACHE: dict = {}
 def runtime_args(data, config: KernelConfig, stream) -> tuple:
     """Group table, tile prefix sums and the split-K workspace and counters as device
@@ -393,13 +360,11 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
         offs, total = _tile_offsets(config, [(m, n, k) for m, n, k, _ in sizes])
         meta_t = torch.tensor(rows, dtype=torch.int64, device=dev)
         offs_t = torch.tensor(offs, dtype=torch.int32, device=dev)
-        ctas = min(total, sm_count(dev))
-        splits = tail_splits(total, ctas, [k // K_BLOCK for _m, _n, k, _l in sizes])
-        full = total - (total % ctas if splits > 1 else 0)
+        ctas, full, splits = scheduler.split_plan(total, sm_count(dev), [k // K_BLOCK for _m, _n, k, _l in sizes])
         n_tail = total - full
         acc_per_thread = config.mma_tile_mn[0] * config.mma_tile_mn[1] // 256
         ws_t = torch.empty(max(1, n_tail * splits * acc_per_thread * 256), dtype=torch.float32, device=dev)
-        cnt_t = torch.zeros(max(1, n_tail * 256), dtype=torch.int32, device=dev)
+        cnt_t = torch.zeros(max(1, n_tail), dtype=torch.int32, device=dev)
         if len(_META_CACHE) > 64:
             _META_CACHE.clear()
         hit = _META_CACHE[key] = (meta_t, offs_t, ws_t, cnt_t, full + n_tail * splits, full, splits, ctas)
