@@ -247,6 +247,73 @@ def fits(cfg: KernelConfig, shape) -> bool:
 # ----------------------------------------------------------------------------------------
 
 
+# ----------------------------------------------------------------------------------------
+# Split-K work plan (sm_90a kernels; host side, re-exported by nvfp4gemm.scheduler)
+# ----------------------------------------------------------------------------------------
+# (sm_90a dual and grouped.)  Work items: the first `full_tiles` linear tiles run whole, each
+# remaining tile is split into `splits` ranges of its k-blocks; CTA c takes items c, c + G,
+# ...  (Device side: `Sm90Common.unit_of`.)
+
+MAX_SPLITS = 8
+
+
+def tail_splits(total: int, ctas: int, k_blocks) -> int:
+    """K splits of each tail tile (the tiles past the last whole wave of `ctas`): the most
+    (up to 8 and the smallest k-block count) that still give every CTA at most one tail
+    unit; 1 without a partial wave.  (Two units per CTA measured slower than whole tail
+    tiles for 128x128 g8 N=7168 K=2048 and barely faster for g8 N=4096 K=7168, H200
+    2026-11-21, notes/sm90.md experiment 21.)"""
+    tail = total % ctas
+    if tail == 0 or total < ctas:
+        return 1
+    return max(1, min(MAX_SPLITS, min(k_blocks), ctas // tail))
+
+
+def split_plan(total: int, sms: int, k_blocks) -> tuple[int, int, int]:
+    """(ctas, full_tiles, splits) for `total` output tiles on `sms` SMs whose K loops have
+    `k_blocks` (an int, or one per group: the smallest bounds the split).
+
+    At most half as many tiles as SMs: split every tile over K, as many ways as keep one
+    unit per CTA (64 tiles on 132 SMs -> 128 units of half the K loop), so an under-filled
+    wave runs shorter units on more SMs.  Otherwise split only the partial last wave (`tail_splits`).
+    """
+    kb = [k_blocks] if isinstance(k_blocks, int) else list(k_blocks)
+    if total < sms:
+        s = max(1, min(MAX_SPLITS, min(kb), sms // total))
+        return (total * s, 0, s) if s > 1 else (total, total, 1)
+    ctas = sms
+    s = tail_splits(total, ctas, kb)
+    return ctas, total - (total % ctas if s > 1 else 0), s
+
+
+def split_units(total: int, full_tiles: int, splits: int) -> int:
+    """Work items of a split plan."""
+    return full_tiles + (total - full_tiles) * splits
+
+
+# sm_90a grouped cost model, used only to rank candidate tiles in `default_config`: us per
+# k-block of one tile, us per tile (epilogue and restart: the kernels do not overlap them
+# with the next tile), and us per split unit (partials written and reduced).  Fitted to
+# kernel-only timings on an H200, 2026-11-21 (notes/sm90.md, experiment 23); it ranks the
+# four benchmark cases as measured.
+_SM90_GROUP_COST = {((128, 256), False): (3.29, 7.3), ((128, 128), False): (2.02, 6.6),
+                    ((256, 64), True): (2.5, 5.5)}
+_SM90_SPLIT_US = 8.0
+
+
+def sm90_group_cost(cfg: KernelConfig, shape, sms: int | None = None) -> float:
+    """Estimated us of the busiest CTA for grouped `shape` ((m, n, k) per group)."""
+    b, e = _SM90_GROUP_COST[(tuple(cfg.mma_tile_mn), cfg.swap_ab)]
+    tm, tn = cfg.mma_tile_mn
+    total = sum(ceil_div(n if cfg.swap_ab else m, tm) * ceil_div(m if cfg.swap_ab else n, tn) for m, n, _ in shape)
+    kbs = [k // K_BLOCK for _, _, k in shape]
+    ctas, full, splits = split_plan(total, sms or SM_COUNT["sm_90a"], kbs)
+    cost = ceil_div(full, ctas) * (e + b * max(kbs))
+    if splits > 1:
+        cost += e + b * ceil_div(max(kbs), splits) + _SM90_SPLIT_US
+    return cost
+
+
 def _fill_stages(cfg: KernelConfig, cap: int) -> KernelConfig:
     """The most AB stages (up to `cap`, enough to hide TMA latency) that fit shared memory."""
     best = replace(cfg, ab_stages=1)
@@ -316,10 +383,20 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         # epilogue subtile (128, 32) spans both consumer warpgroups
         cfg = KernelConfig(problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True)
         return _fill_stages(cfg, cap=4)
+    # grouped: rank the legal tiles by the cost model (128 x 256, 128 x 128, swap 256 x 64),
+    # 128 x 64 when N only allows that
+    cands = []
     if all(n % 256 == 0 for _, n, _ in shape):
-        return _sm90_group_swap_ab()
-    tn = 128 if all(n % 128 == 0 for _, n, _ in shape) else 64
-    cfg = KernelConfig(problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True)
+        cands.append(_fill_stages(KernelConfig(problem, arch, (128, 256), mma_warpgroups=2,
+                                               epi_tile_mn=(128, 32), rs_a=True), cap=4))
+    if all(n % 128 == 0 for _, n, _ in shape):
+        cands.append(_fill_stages(KernelConfig(problem, arch, (128, 128), mma_warpgroups=2,
+                                               epi_tile_mn=(128, 32), rs_a=True), cap=4))
+    if all(n % 256 == 0 for _, n, _ in shape):
+        cands.append(_sm90_group_swap_ab())
+    if cands:
+        return min(cands, key=lambda c: sm90_group_cost(c, shape))
+    cfg = KernelConfig(problem, arch, (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True)
     return _fill_stages(cfg, cap=4)
 
 
@@ -410,23 +487,12 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # vs 106.7 us for 128x128 (experiment 15).
     ("sm_90a", "dual", DUAL_BENCHMARKS[3]): _fill_stages(KernelConfig(
         "dual", "sm_90a", (128, 96), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4),
-    # --- sm_90a grouped (default rule: swap_ab, 256 over N x 64 over M, when N % 256 == 0) --
-    # Kernel-only, H200, 2026-11-21, same process (notes/sm90.md, experiment 18), swap_ab
-    # 256x64 vs 128x128: g8 N=7168 K=2048 122.0 vs 158.2 us (M padding 1664 -> 1344 rows,
-    # 588 tiles = 4.5 waves instead of 728 = 5.5); g2 N=3072 K=4096 49.8 vs 51.5;
-    # g2 N=4096 K=1536 24.5 vs 29.5.
-    # g8 N=4096 K=7168: swap too since the split-K tail (experiment 21; kernel-only, H200,
-    # 2026-11-21, same process): its 304 tiles = 2 waves + 40 tail tiles split 3 ways over K
-    # (66 instead of 84 k-blocks on the busiest CTA), 183.5 us vs 224.0 unsplit and 216.3
-    # for the former 128x128 (212.4 with 128x128's tail split, 2 units per CTA).
+    # --- sm_90a grouped: the rule ranks 128x256 / 128x128 / swap 256x64 by `sm90_group_cost`
+    # Kernel-only, H200, 2026-11-21, one run (notes/sm90.md, experiment 23), 128x256 /
+    # 128x128 / swap: g8 N=4096 K=7168 155.9 / 193.8 / 185.8 us (128x256: one wave + 44
+    # tail tiles split 3 ways); g8 N=7168 K=2048 105.8 / 125.4 / 116.3; g2 N=3072 K=4096
+    # 45.9 (split 2) / 43.9 / 50.0; g2 N=4096 K=1536 29.5 (split 2) / 23.7 / 24.9.
     **{("sm_90a", "group", s): default_config("group", "sm_90a", s) for s in GROUP_BENCHMARKS},
-    # g8 N=4096 K=7168 (long K, sum M = 1024): 128 x 256 tiles (wgmma n256, the dual
-    # kernel's per-k-block cost for one GEMM; 2 scale atoms per B stage): 176 tiles = one
-    # wave + 44 tail tiles split 3 ways.  H200, 2026-11-21, same run: 166.5 us vs 185.7 for
-    # swap 256x64 (split tail) and 201.3 for 128x128 (experiment 22).  On the other three
-    # cases 128x256 lost: more M padding (128-row tiles) and a heavier epilogue per tile.
-    ("sm_90a", "group", GROUP_BENCHMARKS[0]): KernelConfig(
-        "group", "sm_90a", (128, 256), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True, ab_stages=2),
 }
 
 

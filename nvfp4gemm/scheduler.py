@@ -161,42 +161,5 @@ def group_and_rank(idx, offsets, num_groups: int):
 
 
 # ------------------------------------------------------------------ split-K work plan (host)
-# (sm_90a dual and grouped.)  Work items: the first `full_tiles` linear tiles run whole, each
-# remaining tile is split into `splits` ranges of its k-blocks; CTA c takes items c, c + G,
-# ...  (Device side: `Sm90Common.unit_of`.)
-
-MAX_SPLITS = 8
-
-
-def tail_splits(total: int, ctas: int, k_blocks) -> int:
-    """K splits of each tail tile (the tiles past the last whole wave of `ctas`): the most
-    (up to 8 and the smallest k-block count) that still give every CTA at most one tail
-    unit; 1 without a partial wave.  (Two units per CTA measured slower than whole tail
-    tiles for 128x128 g8 N=7168 K=2048 and barely faster for g8 N=4096 K=7168, H200
-    2026-11-21, notes/sm90.md experiment 21.)"""
-    tail = total % ctas
-    if tail == 0 or total < ctas:
-        return 1
-    return max(1, min(MAX_SPLITS, min(k_blocks), ctas // tail))
-
-
-def split_plan(total: int, sms: int, k_blocks) -> tuple[int, int, int]:
-    """(ctas, full_tiles, splits) for `total` output tiles on `sms` SMs whose K loops have
-    `k_blocks` (an int, or one per group: the smallest bounds the split).
-
-    At most half as many tiles as SMs: split every tile over K, as many ways as keep one
-    unit per CTA (64 tiles on 132 SMs -> 128 units of half the K loop), so an under-filled
-    wave runs shorter units on more SMs.  Otherwise split only the partial last wave (`tail_splits`).
-    """
-    kb = [k_blocks] if isinstance(k_blocks, int) else list(k_blocks)
-    if total < sms:
-        s = max(1, min(MAX_SPLITS, min(kb), sms // total))
-        return (total * s, 0, s) if s > 1 else (total, total, 1)
-    ctas = sms
-    s = tail_splits(total, ctas, kb)
-    return ctas, total - (total % ctas if s > 1 else 0), s
-
-
-def split_units(total: int, full_tiles: int, splits: int) -> int:
-    """Work items of a split plan."""
-    return full_tiles + (total - full_tiles) * splits
+# Pure Python, defined in configs.py (the sm_90a grouped config choice costs plans too).
+from configs import MAX_SPLITS, split_plan, split_units, tail_splits  # noqa: E402,F401

@@ -106,30 +106,73 @@ def test_dual_split_k(shape, splits, full):
     assert torch.equal(first, data[-1]), "split-K result changed between calls"
 
 
-@pytest.mark.parametrize("shape", [
+def _sm90_group_cfg(tile, swap=False):
+    return configs._fill_stages(configs.KernelConfig(
+        "group", "sm_90a", tile, mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True, swap_ab=swap,
+        raster="n" if swap else "m"), cap=4)
+
+
+def _run_config(data, problem, cfg, shape):
+    """One sm_90a kernel with an explicit config (not the one custom_kernel selects): C
+    poisoned, then fully written and correct."""
+    from nvfp4gemm import harness
+
+    ck = harness.compile_kernel(problem, "sm_90a", cfg, shape)
+    mod, _ = harness.kernel_module(problem, "sm_90a")
+    args = mod.runtime_args(data, cfg, torch.cuda.current_stream())
+    outs = [data[-1]] if problem == "dual" else [c for _, _, c in data[0]]
+    for c in outs:
+        c.fill_(float("nan"))
+    ck.fn(*args)
+    torch.cuda.synchronize()
+    assert not any(torch.isnan(c).any() for c in outs), "output not fully written (NaN left)"
+    ok, msg = R.check_implementation(data, outs[0] if problem == "dual" else outs)
+    assert ok, msg
+
+
+_sm90_only = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                                reason="explicit sm_90a configs need a capability (9, 0) GPU")
+
+
+@_sm90_only
+@pytest.mark.parametrize("tile,swap,shape", [
     # 128x128 tiles: 62 + 33 + 25 + 18 = 138 tiles, on 132 SMs the last 6 (group 3, ragged
     # M = 130) are split 2 ways over K; K differs per group
-    ((200, 3968, 1024), (1, 4224, 512), (77, 3200, 768), (130, 1152, 2048)),
+    ((128, 128), False, ((200, 3968, 1024), (1, 4224, 512), (77, 3200, 768), (130, 1152, 2048))),
     # swap_ab 256x64 tiles: 32 + 8 + 60 + 20 + 15 = 135 tiles, the last 3 split 3 ways
-    ((100, 4096, 768), (1, 2048, 1024), (300, 3072, 768), (65, 2560, 1536), (64, 3840, 768)),
-], ids=["128x128", "swap"])
-def test_grouped_split_k_tail(shape):
-    """Split-K tail: poisoned C, poisoned scale padding, the same input three times (per-call
-    counters reset by the kernel), bit-identical results (fixed reduction order)."""
+    ((256, 64), True, ((100, 4096, 768), (1, 2048, 1024), (300, 3072, 768), (65, 2560, 1536), (64, 3840, 768))),
+    # 128x256 tiles: 32 + 17 + 26 + 36 + 30 = 141 tiles, the last 9 split 2 ways
+    ((128, 256), False, ((200, 4096, 1024), (1, 4352, 512), (77, 6656, 768), (300, 3072, 2048), (65, 7680, 512))),
+    # 128x256, under half a wave: every one of the 36 tiles split 3 ways (ragged M 129, 1)
+    ((128, 256), False, ((129, 2048, 768), (1, 4096, 1536), (64, 1024, 768))),
+], ids=["128x128-tail", "swap-tail", "128x256-tail", "128x256-all"])
+def test_grouped_split_k(tile, swap, shape):
+    """Grouped split-K (partial-wave tail, or every tile when under half a wave) for each
+    tile kind: poisoned C and scale padding, the same input three times (the kernel resets
+    its counters), bit-identical results (fixed reduction order)."""
+    from nvfp4gemm import scheduler
+    from nvfp4gemm.sm90.common import sm_count
+
+    cfg = _sm90_group_cfg(tile, swap)
     ms, ns, ks = (list(x) for x in zip(*shape))
     data = R.generate_input(ms, ns, ks, len(shape), 10, device="cuda", poison_padding=True)
-    if torch.cuda.get_device_capability() == (9, 0):
-        from nvfp4gemm.sm90.common import sm_count
-        from nvfp4gemm import scheduler
-        from nvfp4gemm.scheduler import tail_splits
-
-        cfg = configs.select_config("group", "sm_90a", shape)
-        total = scheduler.grouped_tile_offsets(cfg, shape)[-1]
-        assert total > sm_count(torch.device("cuda", torch.cuda.current_device()))
-        ctas = min(total, sm_count(torch.device("cuda", torch.cuda.current_device())))
-        assert tail_splits(total, ctas, [k // 256 for k in ks]) > 1
-    _run(data, "group")
+    total = scheduler.grouped_tile_offsets(cfg, shape)[-1]
+    sms = sm_count(torch.device("cuda", torch.cuda.current_device()))
+    assert scheduler.split_plan(total, sms, [k // 256 for k in ks])[2] > 1, "no split on this GPU"
+    _run_config(data, "group", cfg, shape)
     first = [c.clone() for _, _, c in data[0]]
-    _run(data, "group")
-    for c0, (_, _, c) in zip(first, data[0]):
-        assert torch.equal(c0, c), "split-K result changed between calls"
+    for _ in range(2):
+        _run_config(data, "group", cfg, shape)
+        for c0, (_, _, c) in zip(first, data[0]):
+            assert torch.equal(c0, c), "split-K result changed between calls"
+
+
+@_sm90_only
+@pytest.mark.parametrize("tile,swap", [((128, 64), False), ((128, 128), False), ((128, 256), False),
+                                       ((256, 64), True)], ids=str)
+def test_grouped_every_tile_kind(tile, swap):
+    """Each grouped tile kind on ragged M (1, 40, 129, 64), poisoned scale padding."""
+    shape = ((1, 256, 256), (40, 512, 512), (129, 256, 256), (64, 768, 256))
+    ms, ns, ks = (list(x) for x in zip(*shape))
+    data = R.generate_input(ms, ns, ks, len(shape), 9, device="cuda", poison_padding=True)
+    _run_config(data, "group", _sm90_group_cfg(tile, swap), shape)

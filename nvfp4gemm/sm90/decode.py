@@ -212,6 +212,35 @@ def ld_shared_f32(addr: Int32, *, loc=None, ip=None) -> cutlass.Float32:
 
 
 @dsl_user_op
+def pack_f16x2(lo: cutlass.Float32, hi: cutlass.Float32, *, loc=None, ip=None) -> Int32:
+    """Two fp32 values rounded to fp16 (rn) and packed: `lo` in the low half (the lower
+    address when stored), `hi` in the high half."""
+    return Int32(
+        _asm(
+            T.i32(),
+            [cutlass.Float32(lo).ir_value(loc=loc, ip=ip), cutlass.Float32(hi).ir_value(loc=loc, ip=ip)],
+            "cvt.rn.f16x2.f32 $0, $2, $1;",
+            "=r,f,f",
+            False, loc=loc, ip=ip,
+        )
+    )
+
+
+@dsl_user_op
+def prmt(a: Int32, b: Int32, sel: Int32, *, loc=None, ip=None) -> Int32:
+    """prmt.b32: bytes of the 64-bit pair {b, a} picked by the 4 selector nibbles."""
+    return Int32(
+        _asm(
+            T.i32(),
+            [Int32(a).ir_value(loc=loc, ip=ip), Int32(b).ir_value(loc=loc, ip=ip), Int32(sel).ir_value(loc=loc, ip=ip)],
+            "prmt.b32 $0, $1, $2, $3;",
+            "=r,r,r,r",
+            False, loc=loc, ip=ip,
+        )
+    )
+
+
+@dsl_user_op
 def cp_async_wait_all(*, loc=None, ip=None) -> None:
     """Wait for this thread's outstanding cp.async copies (no commit groups needed)."""
     _asm(None, [], "cp.async.wait_all;", "", True, loc=loc, ip=ip)

@@ -276,37 +276,50 @@ class Sm90GroupedGemmKernel(Sm90Common):
                 last = self.split_reduce(acc, ws, ws_addr, cnt_base, flag, a_p, tile - full_tiles, s, ns, ct)
                 m_store = mg * last
             if cutlass.const_expr(self.swap):
-                self.store_c_t(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, m_store, ng)
+                self.store_c_t(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, m_store, ng, ct)
             else:
                 self.store_c(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, m_store, ng)
             item += cute.arch.grid_dim()[0]
 
     @cute.jit
     def store_c(self, acc, tCcC, c_g, m0, n0, mg, ng):
-        """fp16 C straight from the accumulators; rows >= M_g are skipped.  (A hand-written
-        `st.global.b32` of fp16 pairs hung the GPU here, H200 2026-11-21; the DSL's own
-        element stores work.)"""
+        """fp16 C straight from the accumulators, rows >= M_g skipped.  Accumulator values
+        2i and 2i + 1 of a thread are columns c and c + 1 of one row (the wgmma C fragment),
+        so each pair is rounded and packed into one 32-bit store (`decode.pack_f16x2`; the
+        store itself is the DSL's: a hand-written `st.global.b32` hung the GPU here, H200
+        2026-11-21)."""
         scale = cutlass.Float32(decode.ACC_RESCALE)
-        # (M_g, N_g) fp16 C of this group
-        mC = cute.make_tensor(cute.make_ptr(cutlass.Float16, c_g, cute.AddressSpace.gmem, assumed_align=16),
-                              cute.make_layout((mg, ng), stride=(ng, 1)))
-        for i in cutlass.range_constexpr(cute.size(acc)):
-            r, c = tCcC[i]
+        # (M_g, N_g / 2) fp16 pairs of this group's C
+        mC2 = cute.make_tensor(cute.make_ptr(cutlass.Int32, c_g, cute.AddressSpace.gmem, assumed_align=16),
+                               cute.make_layout((mg, ng // 2), stride=(ng // 2, 1)))
+        for i in cutlass.range_constexpr(cute.size(acc) // 2):
+            r, c = tCcC[2 * i]
             if m0 + r < mg:
-                mC[(m0 + r, n0 + c)] = (acc[i] * scale).to(cutlass.Float16)
+                mC2[(m0 + r, (n0 + c) // 2)] = decode.pack_f16x2(acc[2 * i] * scale, acc[2 * i + 1] * scale)
 
     @cute.jit
-    def store_c_t(self, acc, tCcC, c_g, n0, m0, mg, ng):
+    def store_c_t(self, acc, tCcC, c_g, n0, m0, mg, ng, ct):
         """swap_ab: the accumulator is a (tile_m over N_g, tile_n over M_g) tile of C^T;
-        element (r, c) goes to C[m0 + c, n0 + r]; columns (rows of C) >= M_g are skipped."""
-        scale = cutlass.Float32(decode.ACC_RESCALE)
-        mC = cute.make_tensor(cute.make_ptr(cutlass.Float16, c_g, cute.AddressSpace.gmem, assumed_align=16),
-                              cute.make_layout((mg, ng), stride=(ng, 1)))
-        for i in cutlass.range_constexpr(cute.size(acc)):
-            r, c = tCcC[i]
-            if m0 + c < mg:
-                mC[(m0 + c, n0 + r)] = (acc[i] * scale).to(cutlass.Float16)
+        element (r, c) goes to C[m0 + c, n0 + r]; columns (rows of C) >= M_g are skipped.
 
+        A thread's pair (r, c), (r, c + 1) lands in two rows of C, but lane + 4 holds
+        (r + 1, c), (r + 1, c + 1): each thread packs its pair (f16x2), swaps it with that
+        partner (one shuffle) and keeps one row of both -- even lane groups row c, odd ones
+        row c + 1 -- so every store is one 32-bit pair C[row, n0 + r_even .. + 1]."""
+        scale = cutlass.Float32(decode.ACC_RESCALE)
+        # (M_g, N_g / 2) fp16 pairs of this group's C
+        mC2 = cute.make_tensor(cute.make_ptr(cutlass.Int32, c_g, cute.AddressSpace.gmem, assumed_align=16),
+                               cute.make_layout((mg, ng // 2), stride=(ng // 2, 1)))
+        odd = (ct // 4) % 2  # row r of this thread's values is odd
+        # even: (own r, partner r + 1) of column c; odd: (partner r - 1, own r) of column c + 1
+        sel = 0x5410 + odd * (0x3276 - 0x5410)
+        for i in cutlass.range_constexpr(cute.size(acc) // 2):
+            r, c = tCcC[2 * i]
+            p = decode.pack_f16x2(acc[2 * i] * scale, acc[2 * i + 1] * scale)
+            q = cute.arch.shuffle_sync_bfly(p, 4)
+            row = m0 + c + odd
+            if row < mg:
+                mC2[(row, (n0 + r - odd) // 2)] = decode.prmt(p, q, sel)
 
 # ---------------------------------------------------------------------- host helpers
 
