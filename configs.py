@@ -354,6 +354,18 @@ def _sm90_group_swap_ab() -> KernelConfig:
     return _fill_stages(cfg, cap=4)
 
 
+def _sm90_dual_pairs(cfg: KernelConfig, shape) -> KernelConfig:
+    """sm_90a dual: when the split plan would split every tile exactly 2 ways (between a
+    third and a half of a wave of tiles), run each tile's two units as a 2-CTA cluster that
+    reduces through distributed shared memory instead of global memory (cluster_mn (2, 1);
+    H200, 2026-11-21: 256x4096x7168 66.9 -> 63.7 us, 256x3072x4096 38.0 -> 35.3)."""
+    m, n, k, l = shape
+    tiles = (m // cfg.mma_tile_mn[0]) * (n // cfg.mma_tile_mn[1]) * l
+    if tiles and split_plan(tiles, SM_COUNT["sm_90a"], k // K_BLOCK)[1:] == (0, 2):
+        return replace(cfg, cluster_mn=(2, 1))
+    return cfg
+
+
 def default_config(problem: str, arch: str, shape) -> KernelConfig:
     if arch == "sm_100a":
         if problem == "dual":
@@ -378,11 +390,9 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         return _fill_stages(_sm100_acc_stages(cfg), cap=6)
     # sm_90a
     if problem == "dual":
-        m, n, _, _ = shape
-        tn = 128 if n % 128 == 0 else 64
-        # epilogue subtile (128, 32) spans both consumer warpgroups
-        cfg = KernelConfig(problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True)
-        return _fill_stages(cfg, cap=4)
+        return _sm90_dual_pairs(_fill_stages(KernelConfig(
+            problem, arch, (128, 128 if shape[1] % 128 == 0 else 64), mma_warpgroups=2,
+            epi_tile_mn=(128, 32), rs_a=True), cap=4), shape)
     # grouped: rank the legal tiles by the cost model (128 x 256, 128 x 128, swap 256 x 64),
     # 128 x 64 when N only allows that
     cands = []
@@ -474,14 +484,17 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # --- sm_90a dual (default rule: 128x128, two consumer warpgroups) --------------------
     # M=256 x N=4096: the rule's 128x128 gives 64 tiles on 132 SMs; split-K halves each tile
     # (scheduler.split_plan: 128 units).  H200, 2026-11-21, kernel-only, same run: 67.3 us
-    # vs 73.8 for 128 tiles of 128x64 and 109.9 unsplit (notes/sm90.md, experiment 22).
+    # vs 73.8 for 128 tiles of 128x64 and 109.9 unsplit (notes/sm90.md, experiment 22);
+    # 63.7 with the pairs reduced in a 2-CTA cluster (the rule's cluster_mn (2, 1), exp. 24).
     # 512x4096 keeps 128x128 (128 tiles, one wave).
     **{("sm_90a", "dual", s): default_config("dual", "sm_90a", s) for s in DUAL_BENCHMARKS},
     # 256x3072x4096: 128x96 (fused wgmma n = 192, two scale atoms per B stage) gives 64
     # tiles, split 2 ways over K -> 128 units: 37.5 us vs 41.3 for 128 tiles of 128x48 and
-    # 44.3 for 128x128 split (96 units); H200, 2026-11-21, same run (experiment 22).
-    ("sm_90a", "dual", DUAL_BENCHMARKS[2]): _fill_stages(KernelConfig(
+    # 44.3 for 128x128 split (96 units); H200, 2026-11-21, same run (experiment 22); 35.3
+    # as 2-CTA cluster pairs (experiment 24).
+    ("sm_90a", "dual", DUAL_BENCHMARKS[2]): _sm90_dual_pairs(_fill_stages(KernelConfig(
         "dual", "sm_90a", (128, 96), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=3),
+        DUAL_BENCHMARKS[2]),
     # 512x3072: 128x128 gives 96 tiles on 132 SMs (73%); 128x96 (B decoded in 16-code
     # quarter tasks, 3 per thread) gives 128, one wave.  H200, 2026-11-21, same run: 85.8 us
     # vs 106.7 us for 128x128 (experiment 15).

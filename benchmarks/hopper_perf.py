@@ -73,12 +73,13 @@ def candidate_configs(problem, shape, cfg):
     out = []
     spec = os.environ.get("HOPPER_VARIANTS", "")
     for item in filter(None, spec.split(";")):
-        # "tm,tn,stages[,swap_ab]" e.g. "128,64,3" or "128,128,4,0" (epilogue subtile 32
-        # wide, 16 where 32 does not divide tn; swap_ab 0/1 with raster "m"/"n", default:
-        # that of the selected config)
+        # "tm,tn,stages[,swap_ab[,cluster_m]]" e.g. "128,64,3" or "128,128,4,0" (epilogue
+        # subtile 32 wide, 16 where 32 does not divide tn; swap_ab 0/1 with raster "m"/"n",
+        # default: that of the selected config; cluster_m 2: dual split-K pairs)
         f = [int(x) for x in item.split(",")]
         swap = bool(f[3]) if len(f) > 3 else cfg.swap_ab
         c = replace(cfg, mma_tile_mn=(f[0], f[1]), ab_stages=f[2],
+                    cluster_mn=(f[4], 1) if len(f) > 4 else cfg.cluster_mn,
                     epi_tile_mn=(128, 32 if f[1] % 32 == 0 else 16), swap_ab=swap,
                     raster=("n" if swap else "m") if len(f) > 3 else cfg.raster)
         if c != cfg and not C.check_config(c) and C.fits(c, C.shape_key(problem, shape)):

@@ -83,7 +83,7 @@ def test_grouped_swap_ab_poisoned_padding_and_tiny_m():
 
 @pytest.mark.parametrize("shape,splits,full", [
     ((512, 768, 7168, 1), 5, 0),  # 24 tiles of 128x128, every tile split 5 ways (in-order sum)
-    ((1536, 512, 7168, 1), 2, 0),  # 48 tiles, split 2 ways (p0 + p1)
+    ((1536, 512, 7168, 1), 2, 0),  # 48 tiles, split 2 ways: 2-CTA cluster pairs (rule)
     ((7168, 384, 2304, 1), 3, 132),  # 168 tiles: one whole wave, the 36 tail tiles split 3 ways
 ], ids=str)
 def test_dual_split_k(shape, splits, full):
@@ -176,3 +176,24 @@ def test_grouped_every_tile_kind(tile, swap):
     ms, ns, ks = (list(x) for x in zip(*shape))
     data = R.generate_input(ms, ns, ks, len(shape), 9, device="cuda", poison_padding=True)
     _run_config(data, "group", _sm90_group_cfg(tile, swap), shape)
+
+
+@_sm90_only
+@pytest.mark.parametrize("shape,tile", [
+    ((256, 4096, 7168, 1), (128, 128)),  # 64 tiles -> 64 clusters of 2 CTAs
+    ((256, 3072, 4096, 1), (128, 96)),
+    ((128, 512, 256, 1), (128, 128)),  # one k-block: split 0 runs no k-block at all
+], ids=str)
+def test_dual_cluster_split_pairs(shape, tile):
+    """Dual split-K pairs reduced through distributed shared memory (cluster (2, 1)):
+    poisoned C and scale padding, three calls bit-identical."""
+    from dataclasses import replace
+
+    cfg = configs._fill_stages(replace(configs.default_config("dual", "sm_90a", shape), mma_tile_mn=tile,
+                                       cluster_mn=(2, 1)), cap=3)
+    data = R.generate_input(*shape, 13, device="cuda", poison_padding=True)
+    _run_config(data, "dual", cfg, shape)
+    first = data[-1].clone()
+    for _ in range(2):
+        _run_config(data, "dual", cfg, shape)
+        assert torch.equal(first, data[-1]), "split-K result changed between calls"

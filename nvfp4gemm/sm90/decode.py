@@ -241,6 +241,33 @@ def prmt(a: Int32, b: Int32, sel: Int32, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
+def st_cluster_v4_f32(addr: Int32, rank: Int32, a, b, c, d, *, loc=None, ip=None) -> None:
+    """Store 4 fp32 at this CTA's shared address `addr` mapped into cluster CTA `rank`
+    (mapa + st.shared::cluster.v4.f32: distributed shared memory)."""
+    _asm(
+        None,
+        [Int32(addr).ir_value(loc=loc, ip=ip), Int32(rank).ir_value(loc=loc, ip=ip)]
+        + [cutlass.Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b, c, d)],
+        "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, $0, $1;\n"
+        "st.shared::cluster.v4.f32 [ra], {$2, $3, $4, $5};\n}",
+        "r,r,f,f,f,f",
+        True, loc=loc, ip=ip,
+    )
+
+
+@dsl_user_op
+def ld_shared_v4_f32(addr: Int32, *, loc=None, ip=None):
+    res = _asm(
+        llvm.StructType.get_literal([T.f32(), T.f32(), T.f32(), T.f32()]),
+        [Int32(addr).ir_value(loc=loc, ip=ip)],
+        "ld.shared.v4.f32 {$0, $1, $2, $3}, [$4];",
+        "=f,=f,=f,=f,r",
+        True, loc=loc, ip=ip,
+    )
+    return tuple(cutlass.Float32(llvm.extractvalue(T.f32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+
+
+@dsl_user_op
 def cp_async_wait_all(*, loc=None, ip=None) -> None:
     """Wait for this thread's outstanding cp.async copies (no commit groups needed)."""
     _asm(None, [], "cp.async.wait_all;", "", True, loc=loc, ip=ip)

@@ -13,6 +13,12 @@ columns of each of B1 and B2):
        Epilogue: silu(x1) * x2 in fp32 (shared `epilogue.silu_mul`), fp16, stmatrix to
        shared memory, TMA store.
 
+Split-K (scheduler.split_plan): with at most half a wave of tiles every tile is split over K
+(one unit per CTA), otherwise only a partial last wave; work item -> (tile, split) by
+`Sm90Common.unit_of`.  Units reduce through an fp32 global workspace (`split_reduce`: last
+arriver sums in split order) or, with cluster_mn (2, 1), as 2-CTA cluster pairs through
+distributed shared memory (`split_pair_reduce`); the reducing CTA runs the epilogue.
+
 Layouts: A (M, K/2, L) bytes, B1/B2 (N, K/2, L) bytes, K-major; scales in the permuted
 (32,4,rm,4,rk,L) form, read as 512-byte atoms of 128 rows x 4 scale columns (one int32 per
 row: the 4 scales of a 64-code sub-block); C (M, N, L) fp16 row-major.
@@ -48,6 +54,9 @@ class Sm90DualGemmKernel(Sm90Common):
 
     def __init__(self, config: KernelConfig):
         super().__init__(config)
+        # cluster (2, 1): every tile split 2 ways over K, the two units of a tile are one
+        # cluster and reduce through distributed shared memory (`split_pair_reduce`)
+        self.cluster_pairs = config.cluster_mn == (2, 1)
 
     @staticmethod
     def can_implement(config: KernelConfig, m: int, n: int, k: int, l: int) -> None:
@@ -110,6 +119,7 @@ class Sm90DualGemmKernel(Sm90Common):
         ).launch(
             grid=[num_ctas, 1, 1],
             block=[self.threads_per_cta, 1, 1],
+            cluster=[2 if self.cluster_pairs else 1, 1, 1],
             min_blocks_per_mp=1,
             stream=stream,
         )
@@ -284,7 +294,10 @@ class Sm90DualGemmKernel(Sm90Common):
             cute.nvgpu.warpgroup.wait_group(0)
             store = Int32(1)
             if ns > 1:
-                store = self.split_reduce(acc, ws, ws_addr, cnt_base, flag, a_p, tile - full_tiles, s, ns, ct)
+                if cutlass.const_expr(self.cluster_pairs):
+                    store = self.split_pair_reduce(acc, a_p, s, ct)
+                else:
+                    store = self.split_reduce(acc, ws, ws_addr, cnt_base, flag, a_p, tile - full_tiles, s, ns, ct)
             if store != 0:
                 self.epilogue_dual(epi, acc, tma_c, gC[(None, None, mb, nb, lb)], tiles_done, ct)
                 tiles_done += 1
@@ -405,7 +418,10 @@ def split_args(config: KernelConfig, m: int, n: int, k: int, l: int, c):
     hit = _SPLIT_CACHE.get(key)
     if hit is None:
         tiles = (m // config.mma_tile_mn[0]) * (n // config.mma_tile_mn[1]) * l
-        ctas, full, splits = scheduler.split_plan(tiles, sm_count(c.device), k // K_BLOCK)
+        if config.cluster_mn == (2, 1):  # split pairs, one cluster per tile, whatever the SMs
+            ctas, full, splits = 2 * tiles, 0, 2
+        else:
+            ctas, full, splits = scheduler.split_plan(tiles, sm_count(c.device), k // K_BLOCK)
         n_split = tiles - full
         floats = n_split * splits * config.mma_tile_mn[0] * 2 * config.mma_tile_mn[1]
         ws = torch.empty(max(1, floats), dtype=torch.float32, device=c.device)
