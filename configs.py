@@ -51,6 +51,10 @@ class KernelConfig:
     mma_warpgroups: int = 2  # sm_90a: consumer warpgroups splitting the tile's M
     dec_stages: int = 2  # sm_90a: decoded fp16 sub-block buffers (3 lets wgmma run 2 deep)
     rs_a: bool = False  # sm_90a: A decoded into registers (wgmma RS), only B tiles in smem
+    # sm_90a: compile the split-K work items (split_plan) in; off, every tile runs whole
+    # (H200, notes/sm90.md exp. 26: the dual kernel runs 1-2% faster without them where it
+    # never splits, the grouped kernel 2-9% slower, so the rules differ)
+    split_k: bool = False
 
     @property
     def gemms(self) -> int:
@@ -68,6 +72,8 @@ class KernelConfig:
             s += " swapAB"
         if self.arch == "sm_90a":
             s += f" wg{self.mma_warpgroups}"
+            if self.split_k:
+                s += " splitK"
         return s
 
 
@@ -176,6 +182,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
             errs.append(f"cluster M {cfg.cluster_mn[0]} must be a multiple of cta_group {cfg.cta_group}")
         if cfg.cluster_mn[0] * cfg.cluster_mn[1] > 16:
             errs.append("cluster larger than 16 CTAs")
+        if cfg.split_k:
+            errs.append("split_k is an sm_90a option")
         used = sm100_tmem_columns(cfg)
         if used * cfg.occupancy > TMEM_COLUMNS:
             errs.append(f"TMEM: {used} columns x occupancy {cfg.occupancy} > {TMEM_COLUMNS}")
@@ -184,6 +192,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
             errs.append("sm_90a has no 2-CTA MMA: cta_group must be 1")
         if not cfg.rs_a or cfg.dec_stages != 2:
             errs.append("sm_90a decodes A into wgmma registers: rs_a=True with dec_stages == 2")
+        if cfg.cluster_mn == (2, 1) and not cfg.split_k:
+            errs.append("sm_90a cluster (2, 1) means split-K pairs: split_k must be True")
         if tm % (64 * cfg.mma_warpgroups):
             errs.append(f"tile M {tm} must be a multiple of 64 x mma_warpgroups ({cfg.mma_warpgroups})")
         if tn % 8 or not 8 <= tn <= 256:
@@ -301,11 +311,16 @@ _SM90_GROUP_COST = {((128, 256), False): (3.29, 7.3), ((128, 128), False): (2.02
 _SM90_SPLIT_US = 8.0
 
 
-def sm90_group_cost(cfg: KernelConfig, shape, sms: int | None = None) -> float:
-    """Estimated us of the busiest CTA for grouped `shape` ((m, n, k) per group)."""
-    b, e = _SM90_GROUP_COST[(tuple(cfg.mma_tile_mn), cfg.swap_ab)]
+def _sm90_group_tiles(cfg: KernelConfig, shape) -> int:
     tm, tn = cfg.mma_tile_mn
-    total = sum(ceil_div(n if cfg.swap_ab else m, tm) * ceil_div(m if cfg.swap_ab else n, tn) for m, n, _ in shape)
+    return sum(ceil_div(n if cfg.swap_ab else m, tm) * ceil_div(m if cfg.swap_ab else n, tn) for m, n, _ in shape)
+
+
+def sm90_group_cost(cfg: KernelConfig, shape, sms: int | None = None) -> float:
+    """Estimated us of the busiest CTA for grouped `shape` ((m, n, k) per group), as if
+    split-K were compiled in (cfg.split_k is set from the same plan)."""
+    b, e = _SM90_GROUP_COST[(tuple(cfg.mma_tile_mn), cfg.swap_ab)]
+    total = _sm90_group_tiles(cfg, shape)
     kbs = [k // K_BLOCK for _, _, k in shape]
     ctas, full, splits = split_plan(total, sms or SM_COUNT["sm_90a"], kbs)
     cost = ceil_div(full, ctas) * (e + b * max(kbs))
@@ -354,6 +369,11 @@ def _sm90_group_swap_ab() -> KernelConfig:
     return _fill_stages(cfg, cap=4)
 
 
+def _sm90_split(cfg: KernelConfig, tiles: int, k_blocks) -> KernelConfig:
+    """split_k on when scheduler's plan splits these tiles on an H100/H200 (132 SMs)."""
+    return replace(cfg, split_k=tiles > 0 and split_plan(tiles, SM_COUNT["sm_90a"], k_blocks)[2] > 1)
+
+
 def _sm90_dual_pairs(cfg: KernelConfig, shape) -> KernelConfig:
     """sm_90a dual: when the split plan would split every tile exactly 2 ways (between a
     third and a half of a wave of tiles), run each tile's two units as a 2-CTA cluster that
@@ -362,8 +382,8 @@ def _sm90_dual_pairs(cfg: KernelConfig, shape) -> KernelConfig:
     m, n, k, l = shape
     tiles = (m // cfg.mma_tile_mn[0]) * (n // cfg.mma_tile_mn[1]) * l
     if tiles and split_plan(tiles, SM_COUNT["sm_90a"], k // K_BLOCK)[1:] == (0, 2):
-        return replace(cfg, cluster_mn=(2, 1))
-    return cfg
+        return replace(cfg, cluster_mn=(2, 1), split_k=True)
+    return _sm90_split(cfg, tiles, k // K_BLOCK)
 
 
 def default_config(problem: str, arch: str, shape) -> KernelConfig:
@@ -405,8 +425,12 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
     if all(n % 256 == 0 for _, n, _ in shape):
         cands.append(_sm90_group_swap_ab())
     if cands:
-        return min(cands, key=lambda c: sm90_group_cost(c, shape))
-    cfg = KernelConfig(problem, arch, (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True)
+        # split_k compiled in even where the plan does not split: without it the grouped
+        # kernel measured 2-9% slower on the three unsplit benchmark cases (H200, same run;
+        # the dual kernel the other way round, 1-2% faster: notes/sm90.md experiment 26)
+        return replace(min(cands, key=lambda c: sm90_group_cost(c, shape)), split_k=True)
+    cfg = KernelConfig(problem, arch, (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
+                       split_k=True)
     return _fill_stages(cfg, cap=4)
 
 
@@ -498,8 +522,9 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # 512x3072: 128x128 gives 96 tiles on 132 SMs (73%); 128x96 (B decoded in 16-code
     # quarter tasks, 3 per thread) gives 128, one wave.  H200, 2026-11-21, same run: 85.8 us
     # vs 106.7 us for 128x128 (experiment 15).
-    ("sm_90a", "dual", DUAL_BENCHMARKS[3]): _fill_stages(KernelConfig(
+    ("sm_90a", "dual", DUAL_BENCHMARKS[3]): _sm90_dual_pairs(_fill_stages(KernelConfig(
         "dual", "sm_90a", (128, 96), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4),
+        DUAL_BENCHMARKS[3]),
     # --- sm_90a grouped: the rule ranks 128x256 / 128x128 / swap 256x64 by `sm90_group_cost`
     # Kernel-only, H200, 2026-11-21, one run (notes/sm90.md, experiment 23), 128x256 /
     # 128x128 / swap: g8 N=4096 K=7168 155.9 / 193.8 / 185.8 us (128x256: one wave + 44

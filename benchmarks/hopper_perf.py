@@ -80,6 +80,7 @@ def candidate_configs(problem, shape, cfg):
         swap = bool(f[3]) if len(f) > 3 else cfg.swap_ab
         c = replace(cfg, mma_tile_mn=(f[0], f[1]), ab_stages=f[2],
                     cluster_mn=(f[4], 1) if len(f) > 4 else cfg.cluster_mn,
+                    split_k=cfg.split_k or (len(f) > 4 and f[4] == 2),
                     epi_tile_mn=(128, 32 if f[1] % 32 == 0 else 16), swap_ab=swap,
                     raster=("n" if swap else "m") if len(f) > 3 else cfg.raster)
         if c != cfg and not C.check_config(c) and C.fits(c, C.shape_key(problem, shape)):

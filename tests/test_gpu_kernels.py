@@ -106,10 +106,10 @@ def test_dual_split_k(shape, splits, full):
     assert torch.equal(first, data[-1]), "split-K result changed between calls"
 
 
-def _sm90_group_cfg(tile, swap=False):
+def _sm90_group_cfg(tile, swap=False, split_k=False):
     return configs._fill_stages(configs.KernelConfig(
         "group", "sm_90a", tile, mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True, swap_ab=swap,
-        raster="n" if swap else "m"), cap=4)
+        raster="n" if swap else "m", split_k=split_k), cap=4)
 
 
 def _run_config(data, problem, cfg, shape):
@@ -153,7 +153,7 @@ def test_grouped_split_k(tile, swap, shape):
     from nvfp4gemm import scheduler
     from nvfp4gemm.sm90.common import sm_count
 
-    cfg = _sm90_group_cfg(tile, swap)
+    cfg = _sm90_group_cfg(tile, swap, split_k=True)
     ms, ns, ks = (list(x) for x in zip(*shape))
     data = R.generate_input(ms, ns, ks, len(shape), 10, device="cuda", poison_padding=True)
     total = scheduler.grouped_tile_offsets(cfg, shape)[-1]
@@ -190,7 +190,7 @@ def test_dual_cluster_split_pairs(shape, tile):
     from dataclasses import replace
 
     cfg = configs._fill_stages(replace(configs.default_config("dual", "sm_90a", shape), mma_tile_mn=tile,
-                                       cluster_mn=(2, 1)), cap=3)
+                                       cluster_mn=(2, 1), split_k=True), cap=3)
     data = R.generate_input(*shape, 13, device="cuda", poison_padding=True)
     _run_config(data, "dual", cfg, shape)
     first = data[-1].clone()

@@ -264,7 +264,10 @@ class Sm90Common:
     def unit_of(self, item, full_tiles, splits):
         """(tile, split, number of splits) of work item `item` (scheduler.split_plan): items
         below full_tiles are whole tiles (split 0 of 1), the rest split units of the
-        remaining tiles, `splits` consecutive items per tile."""
+        remaining tiles, `splits` consecutive items per tile.  Without config.split_k the
+        split code is not compiled in: (item, 0, 1) as Python constants."""
+        if cutlass.const_expr(not self.config.split_k):  # every item a whole tile
+            return item, 0, 1
         tail = Int32(item >= full_tiles)
         u = (item - full_tiles) * tail
         tile = item + tail * (full_tiles + u // splits - item)

@@ -414,12 +414,14 @@ def split_args(config: KernelConfig, m: int, n: int, k: int, l: int, c):
     tensor address, so a repeated call allocates nothing and two outputs never share one."""
     import torch
 
-    key = (c.device, c.data_ptr(), config.mma_tile_mn, m, n, k, l)
+    key = (c.device, c.data_ptr(), config.mma_tile_mn, config.cluster_mn, config.split_k, m, n, k, l)
     hit = _SPLIT_CACHE.get(key)
     if hit is None:
         tiles = (m // config.mma_tile_mn[0]) * (n // config.mma_tile_mn[1]) * l
         if config.cluster_mn == (2, 1):  # split pairs, one cluster per tile, whatever the SMs
             ctas, full, splits = 2 * tiles, 0, 2
+        elif not config.split_k:
+            ctas, full, splits = min(tiles, sm_count(c.device)), tiles, 1
         else:
             ctas, full, splits = scheduler.split_plan(tiles, sm_count(c.device), k // K_BLOCK)
         n_split = tiles - full

@@ -361,7 +361,7 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
     from cutlass.cute.runtime import make_ptr
 
     abc, _sfs, sfs_p, sizes = data
-    key = (config.mma_tile_mn, config.swap_ab) + tuple((a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), tuple(s))
+    key = (config.mma_tile_mn, config.swap_ab, config.split_k) + tuple((a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), tuple(s))
                 for (a, b, c), (sa, sb), s in zip(abc, sfs_p, sizes))
     hit = _META_CACHE.get(key)
     if hit is None:
@@ -373,7 +373,10 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
         offs, total = _tile_offsets(config, [(m, n, k) for m, n, k, _ in sizes])
         meta_t = torch.tensor(rows, dtype=torch.int64, device=dev)
         offs_t = torch.tensor(offs, dtype=torch.int32, device=dev)
-        ctas, full, splits = scheduler.split_plan(total, sm_count(dev), [k // K_BLOCK for _m, _n, k, _l in sizes])
+        if config.split_k:
+            ctas, full, splits = scheduler.split_plan(total, sm_count(dev), [k // K_BLOCK for _m, _n, k, _l in sizes])
+        else:
+            ctas, full, splits = min(total, sm_count(dev)), total, 1
         n_tail = total - full
         acc_per_thread = config.mma_tile_mn[0] * config.mma_tile_mn[1] // 256
         ws_t = torch.empty(max(1, n_tail * splits * acc_per_thread * 256), dtype=torch.float32, device=dev)
