@@ -311,16 +311,29 @@ _SM90_GROUP_COST = {((128, 256), False): (3.29, 7.3), ((128, 128), False): (2.02
 _SM90_SPLIT_US = 8.0
 
 
-def _sm90_group_tiles(cfg: KernelConfig, shape) -> int:
+def grouped_mma_tiles(cfg: KernelConfig, shapes) -> list[tuple[int, int]]:
+    """Per group (tiles along the MMA's M, tiles along the MMA's N) of cfg.mma_tile_mn."""
     tm, tn = cfg.mma_tile_mn
-    return sum(ceil_div(n if cfg.swap_ab else m, tm) * ceil_div(m if cfg.swap_ab else n, tn) for m, n, _ in shape)
+    out = []
+    for m, n, _k in shapes:
+        mm, nn = (n, m) if cfg.swap_ab else (m, n)
+        out.append((ceil_div(mm, tm), ceil_div(nn, tn)))
+    return out
+
+
+def grouped_tile_offsets(cfg: KernelConfig, shapes) -> list[int]:
+    """Prefix sums of per-group MMA-tile counts (len(shapes) + 1 entries)."""
+    offs = [0]
+    for tm, tn in grouped_mma_tiles(cfg, shapes):
+        offs.append(offs[-1] + tm * tn)
+    return offs
 
 
 def sm90_group_cost(cfg: KernelConfig, shape, sms: int | None = None) -> float:
     """Estimated us of the busiest CTA for grouped `shape` ((m, n, k) per group), as if
     split-K were compiled in (cfg.split_k is set from the same plan)."""
     b, e = _SM90_GROUP_COST[(tuple(cfg.mma_tile_mn), cfg.swap_ab)]
-    total = _sm90_group_tiles(cfg, shape)
+    total = grouped_tile_offsets(cfg, shape)[-1]
     kbs = [k // K_BLOCK for _, _, k in shape]
     ctas, full, splits = split_plan(total, sms or SM_COUNT["sm_90a"], kbs)
     cost = ceil_div(full, ctas) * (e + b * max(kbs))

@@ -21,8 +21,6 @@ from typing import ClassVar
 import cutlass
 import cutlass.cute as cute
 
-from configs import KernelConfig, ceil_div
-
 
 # ---------------------------------------------------------------------------- device side
 
@@ -113,27 +111,11 @@ class TileInfoPipeline:
 
 
 # ------------------------------------------------------- grouped problems, MMA coordinates
-# (sm_100a grouped GEMM.)  "MMA coordinates": the MMA's M side runs over the rows of the
-# operand fed as A.  Without swap_ab that is the group's M; with swap_ab (C^T = B A^T) it is
-# the group's N, and the MMA's N side runs over the group's M.
-
-
-def grouped_mma_tiles(cfg: KernelConfig, shapes) -> list[tuple[int, int]]:
-    """Per group (tiles along the MMA's M, tiles along the MMA's N) of cfg.mma_tile_mn."""
-    tm, tn = cfg.mma_tile_mn
-    out = []
-    for m, n, _k in shapes:
-        mm, nn = (n, m) if cfg.swap_ab else (m, n)
-        out.append((ceil_div(mm, tm), ceil_div(nn, tn)))
-    return out
-
-
-def grouped_tile_offsets(cfg: KernelConfig, shapes) -> list[int]:
-    """Prefix sums of per-group MMA-tile counts (len(shapes) + 1 entries)."""
-    offs = [0]
-    for tm, tn in grouped_mma_tiles(cfg, shapes):
-        offs.append(offs[-1] + tm * tn)
-    return offs
+# "MMA coordinates": the MMA's M side runs over the rows of the operand fed as A.  Without
+# swap_ab that is the group's M; with swap_ab (C^T = B A^T) it is the group's N, and the
+# MMA's N side runs over the group's M.  grouped_mma_tiles / grouped_tile_offsets are pure
+# Python, defined in configs.py (the sm_90a grouped cost model counts tiles too).
+from configs import grouped_mma_tiles, grouped_tile_offsets  # noqa: E402,F401
 
 
 def blocked_tile_range(cluster, num_clusters, num_tiles):
