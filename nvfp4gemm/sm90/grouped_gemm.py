@@ -226,7 +226,6 @@ class Sm90GroupedGemmKernel(Sm90Common):
         sfb_p = st.sSFB1.data_ptr().toint()
         b_d = st.sB1d.data_ptr().toint()
 
-        n_acc = cute.size(acc)
         # fp32 partials: (tail tile, split, accumulator element, consumer thread)
         ws = cute.make_tensor(ws_ptr, cute.make_layout(1 << 30))
         ws_addr = ws_ptr.toint()
