@@ -74,6 +74,8 @@ class KernelConfig:
             s += f" wg{self.mma_warpgroups}"
             if self.split_k:
                 s += " splitK"
+            if self.dec_stages != 2:
+                s += f" dec{self.dec_stages}"
         return s
 
 
@@ -190,8 +192,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
     else:
         if cfg.cta_group != 1:
             errs.append("sm_90a has no 2-CTA MMA: cta_group must be 1")
-        if not cfg.rs_a or cfg.dec_stages != 2:
-            errs.append("sm_90a decodes A into wgmma registers: rs_a=True with dec_stages == 2")
+        if not cfg.rs_a or cfg.dec_stages not in (2, 3):
+            errs.append("sm_90a decodes A into wgmma registers: rs_a=True with dec_stages 2 or 3")
         if cfg.cluster_mn == (2, 1) and not cfg.split_k:
             errs.append("sm_90a cluster (2, 1) means split-K pairs: split_k must be True")
         if tm % (64 * cfg.mma_warpgroups):
@@ -352,6 +354,16 @@ def _fill_stages(cfg: KernelConfig, cap: int) -> KernelConfig:
     return best
 
 
+def _sm90_fill(cfg: KernelConfig, cap: int) -> KernelConfig:
+    """sm_90a stages: 3 decoded B buffers (the wgmmas of two sub-blocks queue on the tensor
+    cores, no drain at each sub-block barrier) when that still leaves 2 AB stages, else 2;
+    then the most AB stages up to `cap`.  H200, 2026-11-21, same process (notes/sm90.md
+    experiment 29): dual 64.2 -> 61.5 / 108.8 -> 106.3 / 35.3 (ab3) -> 34.4 / 87.1 (ab3) ->
+    85.9 us, grouped 128x128 1-2% faster, 128x256 unchanged."""
+    three = _fill_stages(replace(cfg, dec_stages=3), cap)
+    return three if three.ab_stages >= 2 else _fill_stages(replace(cfg, dec_stages=2), cap)
+
+
 def _sm100_acc_stages(cfg: KernelConfig) -> KernelConfig:
     """Two accumulator buffers (epilogue overlaps the next mainloop) when TMEM allows."""
     two = replace(cfg, acc_stages=2)
@@ -423,18 +435,18 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         return _fill_stages(_sm100_acc_stages(cfg), cap=6)
     # sm_90a
     if problem == "dual":
-        return _sm90_dual_pairs(_fill_stages(KernelConfig(
+        return _sm90_dual_pairs(_sm90_fill(KernelConfig(
             problem, arch, (128, 128 if shape[1] % 128 == 0 else 64), mma_warpgroups=2,
             epi_tile_mn=(128, 32), rs_a=True), cap=4), shape)
     # grouped: rank the legal tiles by the cost model (128 x 256, 128 x 128, swap 256 x 64),
     # 128 x 64 when N only allows that
     cands = []
     if all(n % 256 == 0 for _, n, _ in shape):
-        cands.append(_fill_stages(KernelConfig(problem, arch, (128, 256), mma_warpgroups=2,
-                                               epi_tile_mn=(128, 32), rs_a=True), cap=4))
+        cands.append(_sm90_fill(KernelConfig(problem, arch, (128, 256), mma_warpgroups=2,
+                                             epi_tile_mn=(128, 32), rs_a=True), cap=4))
     if all(n % 128 == 0 for _, n, _ in shape):
-        cands.append(_fill_stages(KernelConfig(problem, arch, (128, 128), mma_warpgroups=2,
-                                               epi_tile_mn=(128, 32), rs_a=True), cap=4))
+        cands.append(_sm90_fill(KernelConfig(problem, arch, (128, 128), mma_warpgroups=2,
+                                             epi_tile_mn=(128, 32), rs_a=True), cap=4))
     if all(n % 256 == 0 for _, n, _ in shape):
         cands.append(_sm90_group_swap_ab())
     if cands:
@@ -444,7 +456,7 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         return replace(min(cands, key=lambda c: sm90_group_cost(c, shape)), split_k=True)
     cfg = KernelConfig(problem, arch, (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
                        split_k=True)
-    return _fill_stages(cfg, cap=4)
+    return _sm90_fill(cfg, cap=4)
 
 
 def shape_key(problem: str, shape):
@@ -529,13 +541,13 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # tiles, split 2 ways over K -> 128 units: 37.5 us vs 41.3 for 128 tiles of 128x48 and
     # 44.3 for 128x128 split (96 units); H200, 2026-11-21, same run (experiment 22); 35.3
     # as 2-CTA cluster pairs (experiment 24).
-    ("sm_90a", "dual", DUAL_BENCHMARKS[2]): _sm90_dual_pairs(_fill_stages(KernelConfig(
+    ("sm_90a", "dual", DUAL_BENCHMARKS[2]): _sm90_dual_pairs(_sm90_fill(KernelConfig(
         "dual", "sm_90a", (128, 96), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=3),
         DUAL_BENCHMARKS[2]),
     # 512x3072: 128x128 gives 96 tiles on 132 SMs (73%); 128x96 (B decoded in 16-code
     # quarter tasks, 3 per thread) gives 128, one wave.  H200, 2026-11-21, same run: 85.8 us
     # vs 106.7 us for 128x128 (experiment 15).
-    ("sm_90a", "dual", DUAL_BENCHMARKS[3]): _sm90_dual_pairs(_fill_stages(KernelConfig(
+    ("sm_90a", "dual", DUAL_BENCHMARKS[3]): _sm90_dual_pairs(_sm90_fill(KernelConfig(
         "dual", "sm_90a", (128, 96), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4),
         DUAL_BENCHMARKS[3]),
     # --- sm_90a grouped: the rule ranks 128x256 / 128x128 / swap 256x64 by `sm90_group_cost`

@@ -75,14 +75,18 @@ def candidate_configs(problem, shape, cfg):
     for item in filter(None, spec.split(";")):
         # "tm,tn,stages[,swap_ab[,cluster_m]]" e.g. "128,64,3" or "128,128,4,0" (epilogue
         # subtile 32 wide, 16 where 32 does not divide tn; swap_ab 0/1 with raster "m"/"n",
-        # default: that of the selected config; cluster_m 2: dual split-K pairs)
-        f = [int(x) for x in item.split(",")]
+        # default: that of the selected config; cluster_m 2: dual split-K pairs); a token
+        # "dN" anywhere sets dec_stages N (decoded B buffers)
+        toks = item.split(",")
+        dec = [int(t[1:]) for t in toks if t.startswith("d")]
+        f = [int(x) for x in toks if not x.startswith("d")]
         swap = bool(f[3]) if len(f) > 3 else cfg.swap_ab
         c = replace(cfg, mma_tile_mn=(f[0], f[1]), ab_stages=f[2],
                     cluster_mn=(f[4], 1) if len(f) > 4 else cfg.cluster_mn,
                     split_k=cfg.split_k or (len(f) > 4 and f[4] == 2),
                     epi_tile_mn=(128, 32 if f[1] % 32 == 0 else 16), swap_ab=swap,
-                    raster=("n" if swap else "m") if len(f) > 3 else cfg.raster)
+                    raster=("n" if swap else "m") if len(f) > 3 else cfg.raster,
+                    dec_stages=dec[0] if dec else cfg.dec_stages)
         if c != cfg and not C.check_config(c) and C.fits(c, C.shape_key(problem, shape)):
             out.append(c)
     return out

@@ -197,3 +197,36 @@ def test_dual_cluster_split_pairs(shape, tile):
     for _ in range(2):
         _run_config(data, "dual", cfg, shape)
         assert torch.equal(first, data[-1]), "split-K result changed between calls"
+
+
+@_sm90_only
+@pytest.mark.parametrize("problem,tile,split,shape", [
+    # 9 x 20 = 180 whole tiles on 132 SMs, 5 k-blocks (20 sub-blocks) each: a CTA's second
+    # tile starts on decoded buffer 20 % 3 = 2
+    ("dual", (128, 128), False, (1152, 2560, 1280, 1)),
+    # 24 tiles, every one split 5 ways over K (one k-block per unit)
+    ("dual", (128, 96), True, (256, 1152, 1280, 1)),
+    ("group", (128, 128), True, ((200, 1024, 1792), (1, 512, 768), (77, 1536, 1280))),
+    ("group", (128, 256), True, ((129, 2048, 1792), (64, 1024, 768))),
+], ids=["dual-128x128-whole", "dual-128x96-split", "group-128x128", "group-128x256"])
+def test_decoded_buffers_2_and_3_agree(problem, tile, split, shape):
+    """dec_stages 3 (wgmmas two deep, configs._sm90_fill) against 2 (drained at every
+    sub-block barrier): same wgmma sequence, so both correct and bit-identical."""
+    from dataclasses import replace
+
+    if problem == "dual":
+        base = replace(configs.default_config("dual", "sm_90a", shape), mma_tile_mn=tile,
+                       split_k=split, cluster_mn=(1, 1))
+        data = R.generate_input(*shape, 14, device="cuda", poison_padding=True)
+    else:
+        base = _sm90_group_cfg(tile, split_k=split)
+        ms, ns, ks = (list(x) for x in zip(*shape))
+        data = R.generate_input(ms, ns, ks, len(shape), 14, device="cuda", poison_padding=True)
+    outs = []
+    for dec in (2, 3):
+        cfg = configs._fill_stages(replace(base, dec_stages=dec), cap=2)
+        assert not configs.check_config(cfg), configs.check_config(cfg)
+        _run_config(data, problem, cfg, shape)
+        outs.append([data[-1].clone()] if problem == "dual" else [c.clone() for _, _, c in data[0]])
+    for c2, c3 in zip(*outs):
+        assert torch.equal(c2, c3), "dec_stages 2 and 3 differ"

@@ -113,8 +113,8 @@ class Sm90Common:
                              f"got {config.epi_tile_mn}")
         if not config.rs_a:
             raise ValueError("sm_90a kernels decode A into wgmma registers: rs_a must be True")
-        if config.dec_stages != 2:
-            raise ValueError(f"sm_90a rs_a (A in registers) needs dec_stages == 2, got {config.dec_stages}")
+        if config.dec_stages not in (2, 3):
+            raise ValueError(f"sm_90a kernels need dec_stages 2 or 3, got {config.dec_stages}")
         if config.occupancy != 1:
             raise ValueError("sm_90a kernels run one CTA per SM (occupancy == 1)")
 
@@ -420,12 +420,24 @@ class Sm90Common:
                 frag[base + 3] = q3
 
     @cute.jit
+    def wait_a_free(self):
+        """Before decoding sub-block it: with 3 decoded buffers the wgmmas run two deep, so
+        wait here until wgmma(it - 2) (the reader of this A-register parity) is done;
+        wgmma(it - 1) keeps the tensor cores busy through the decode.  (With 2 buffers
+        `sync_decoded` already drained them.)"""
+        if cutlass.const_expr(self.dec_stages == 3):
+            cute.nvgpu.warpgroup.wait_group(1)
+
+    @cute.jit
     def sync_decoded(self):
         """After a sub-block's decode: make the decoded B tile visible to wgmma (async proxy),
-        wait until this warpgroup's wgmma(it - dec_stages + 1) is done, then the named barrier
-        of all decoders -- so buffer (it + 1) % dec_stages is free for the next decode."""
+        then the named barrier of all decoders.  With 2 buffers, first wait until this
+        warpgroup's wgmma(it - 1) is done, so buffer (it + 1) % 2 is free for the next
+        decode; with 3, `wait_a_free` (wgmma(it - 2) done before sub-block it) already
+        frees buffer (it + 1) % 3 = (it - 2) % 3 of every warpgroup at this barrier."""
         cute.arch.fence_proxy(cute.arch.ProxyKind.async_shared, space=cute.arch.SharedSpace.shared_cta)
-        cute.nvgpu.warpgroup.wait_group(self.dec_stages - 2)
+        if cutlass.const_expr(self.dec_stages == 2):
+            cute.nvgpu.warpgroup.wait_group(0)
         self.decode_barrier.arrive_and_wait()
 
     @cute.jit

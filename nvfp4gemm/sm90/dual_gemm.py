@@ -278,6 +278,7 @@ class Sm90DualGemmKernel(Sm90Common):
                 si = read.index
                 for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
                     buf = it % self.dec_stages
+                    self.wait_a_free()
                     # ---- decode sub-block j of stage si into buffer buf
                     self.decode_a(ra, a_p + si * self.a_stage_bytes, sfa_p + si * SF_STAGE_BYTES, j)
                     self.decode_b(ct, b1_p + si * self.b_stage_bytes, b2_p + si * self.b_stage_bytes,

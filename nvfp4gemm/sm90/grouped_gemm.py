@@ -247,6 +247,7 @@ class Sm90GroupedGemmKernel(Sm90Common):
                 si = read.index
                 for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
                     buf = it % self.dec_stages
+                    self.wait_a_free()
                     self.decode_a(ra, a_p + si * self.a_stage_bytes,
                                   sfa_p + si * (self.sfa_atoms * SF_STAGE_BYTES), j)
                     if cutlass.const_expr(self.tile_n == 64):
