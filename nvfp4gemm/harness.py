@@ -51,6 +51,9 @@ class CompiledKernel:
     registers: int | None = None
     spill_bytes: int | None = None
     stack_bytes: int | None = None
+    # ptxas performance advisories ("(C7513) Potential Performance Loss: wgmma.mma_async
+    # instructions are serialized ..."): codes of the "Potential Performance Loss" lines
+    perf_warnings: tuple = ()
 
 
 _CACHE: dict[tuple, CompiledKernel] = {}
@@ -158,3 +161,4 @@ def _ptxas_stats(ck: CompiledKernel) -> None:
     ck.registers = max(regs) if regs else None
     ck.spill_bytes = sum(spills) if spills else 0
     ck.stack_bytes = max(stack) if stack else 0
+    ck.perf_warnings = tuple(sorted(set(re.findall(r"\((C\d+)\) Potential Performance Loss", text))))

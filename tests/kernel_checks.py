@@ -48,7 +48,9 @@ def check_nvfp4_block_scaled_mma(ptx: str, cta_group: int) -> None:
 
 
 def check_resources(ck) -> None:
-    """ptxas: no spills, no stack frame; shared memory fits one CTA per SM."""
+    """ptxas: no spills, no stack frame, no performance advisory; shared memory fits one CTA
+    per SM."""
     assert ck.spill_bytes == 0, f"{ck.spill_bytes} bytes of spills"
     assert ck.stack_bytes == 0, f"{ck.stack_bytes} bytes of stack frame"
+    assert not ck.perf_warnings, f"ptxas performance advisories {ck.perf_warnings}"
     assert ck.smem_bytes <= SMEM_LIMIT, f"shared memory {ck.smem_bytes} B > {SMEM_LIMIT} B"
