@@ -460,6 +460,20 @@ class Sm90Common:
         decode.decode_task(src_addr, sf_word, seg * 16, dst_addr)
 
     @cute.jit
+    def decode_pair(self, src0, sf0, dst0, row0, seg0, src1, sf1, dst1, row1, seg1, nb_row0,
+                    j: cutlass.Constexpr):
+        """Two `decode_one` tasks (B rows row0 / row1 of the tiles at src0 / src1) in one
+        asm block that loads both first (`decode.decode_task_x2`): the second task's
+        shared-memory latency hides behind the first's decode."""
+        w0 = self.sfb_word(sf0, nb_row0 + row0, j)
+        w1 = self.sfb_word(sf1, nb_row0 + row1, j)
+        decode.decode_task_x2(
+            decode.swizzle128_chunk_addr(src0, row0, 2 * j + seg0), w0, seg0 * 16,
+            decode.swizzle128_chunk_addr(dst0, row0, 4 * seg0),
+            decode.swizzle128_chunk_addr(src1, row1, 2 * j + seg1), w1, seg1 * 16,
+            decode.swizzle128_chunk_addr(dst1, row1, 4 * seg1))
+
+    @cute.jit
     def decode_quarter(self, src, sf, dst, row, sf_row, q, j: cutlass.Constexpr):
         """B row `row`, 16-code scale group q (0..3) of sub-block j: 8 packed bytes -> fp16
         chunks 2q, 2q + 1 (decode.decode_task16)."""

@@ -60,56 +60,72 @@ def _ee_eo_ptx(w: str, ee: str, eo: str) -> str:
     ])
 
 
-def _decode_b_ptx(n_words: int) -> str:
+def _decode_b_ptx(n_words: int, tasks: int = 1) -> str:
     """PTX body of `decode_task` (4 words, 32 codes) / `decode_task16` (2 words, 16 codes):
     load the packed words from [$0], the scales of their n_words / 2 groups from
     ($1 >> $2), decode in the register-A K order and store n_words 16-byte fp16 chunks at
-    [$3 ^ (16 * c)].
+    [$3 ^ (16 * c)].  With `tasks` > 1 (`decode_task_x2`), task i takes operands $4i..$4i+3
+    and every task's packed words are loaded first, so one task's shared-memory latency
+    overlaps another's decode (ptxas cannot hoist a load above an earlier task's stores:
+    they may alias).
 
     K order inside each 16-code group g (words w0 = codes 0..7, w1 = codes 8..15): fp16
     positions 0..7 hold codes (0,2),(4,6),(8,10),(12,14) and positions 8..15 hold
     (1,3),(5,7),(9,11),(13,15) -- the even / odd e4m3 bytes of w0, w1 converted low half
     then high half; this pairs with the register A operand of `decode_a_frag`."""
     n, g = n_words, n_words // 2
-    lines = [_ee_eo_ptx(f"w{wi}", f"e{wi}", f"d{wi}") for wi in range(n)]
-    outs = 0
-    for grp in range(g):
-        for kind in ("e", "d"):  # even codes -> chunk 2*grp, odd -> chunk 2*grp+1
-            for wi in (2 * grp, 2 * grp + 1):
-                for half in (0, 1):
-                    lines.append(f"mov.b32 {{q0, q1}}, {kind}{wi};")
-                    lines.append(f"cvt.rn.f16x2.e4m3x2 t, {'q0' if half == 0 else 'q1'};")
-                    lines.append(f"mul.rn.f16x2 o{outs}, t, s{grp};")
-                    outs += 1
 
     def regs(prefix, idx):
         return [f"{prefix}{i}" for i in idx]
 
-    b32 = (regs("w", range(n)) + ["t", "u"] + regs("s", range(g)) + regs("sb", range(g))
-           + regs("a", range(1, n)) + regs("e", range(n)) + regs("d", range(n)))
+    def words(k):
+        return [f"w{k}_{i}" for i in range(n)]
+
+    def body(k):
+        src, sw, sh, dst = (f"${4 * k + i}" for i in range(4))
+        w = words(k)
+        lines = [_ee_eo_ptx(w[wi], f"e{wi}", f"d{wi}") for wi in range(n)]
+        outs = 0
+        for grp in range(g):
+            for kind in ("e", "d"):  # even codes -> chunk 2*grp, odd -> chunk 2*grp+1
+                for wi in (2 * grp, 2 * grp + 1):
+                    for half in (0, 1):
+                        lines.append(f"mov.b32 {{q0, q1}}, {kind}{wi};")
+                        lines.append(f"cvt.rn.f16x2.e4m3x2 t, {'q0' if half == 0 else 'q1'};")
+                        lines.append(f"mul.rn.f16x2 o{outs}, t, s{grp};")
+                        outs += 1
+        b32 = (["t", "u"] + regs("s", range(g)) + regs("sb", range(g)) + regs("a", range(1, n))
+               + regs("e", range(n)) + regs("d", range(n)))
+        return [
+            "{",
+            f".reg .b32 {', '.join(b32)};",
+            f".reg .b32 o<{4 * n}>;",
+            f".reg .b16 {', '.join(regs('h', range(2 * g)) + ['q0', 'q1'])};",
+            # scales of these groups: bytes 0 .. g-1 of (scale_word >> scale_shift); prmt
+            # replicates one byte so the low 16 bits hold (s, s) for the x2 conversion
+            f"shr.b32 t, {sw}, {sh};",
+            *[f"prmt.b32 sb{k2}, t, 0, 0x{1111 * k2:04d};" for k2 in range(g)],
+            *[f"mov.b32 {{h{2 * k2}, h{2 * k2 + 1}}}, sb{k2};" for k2 in range(g)],
+            *[f"cvt.rn.f16x2.e4m3x2 s{k2}, h{2 * k2};" for k2 in range(g)],
+            "\n".join(lines),
+            *[f"xor.b32 a{c}, {dst}, {16 * c};" for c in range(1, n)],
+            *[f"st.shared.v4.b32 [{dst if c == 0 else f'a{c}'}], "
+              f"{{{', '.join(f'o{4 * c + v}' for v in range(4))}}};" for c in range(n)],
+            "}",
+        ]
+
     return "\n".join([
         "{",
-        f".reg .b32 {', '.join(b32)};",
-        f".reg .b32 o<{4 * n}>;",
-        f".reg .b16 {', '.join(regs('h', range(2 * g)) + ['q0', 'q1'])};",
-        f"ld.shared.v{n}.b32 {{{', '.join(regs('w', range(n)))}}}, [$0];",
-        # scales of these groups: bytes 0 .. g-1 of (scale_word >> scale_shift); prmt
-        # replicates one byte so the low 16 bits hold (s, s) for the x2 conversion
-        "shr.b32 t, $1, $2;",
-        *[f"prmt.b32 sb{k}, t, 0, 0x{1111 * k:04d};" for k in range(g)],
-        *[f"mov.b32 {{h{2 * k}, h{2 * k + 1}}}, sb{k};" for k in range(g)],
-        *[f"cvt.rn.f16x2.e4m3x2 s{k}, h{2 * k};" for k in range(g)],
-        "\n".join(lines),
-        *[f"xor.b32 a{c}, $3, {16 * c};" for c in range(1, n)],
-        *[f"st.shared.v4.b32 [{'$3' if c == 0 else f'a{c}'}], "
-          f"{{{', '.join(f'o{4 * c + v}' for v in range(4))}}};" for c in range(n)],
+        f".reg .b32 {', '.join(w for k in range(tasks) for w in words(k))};",
+        *[f"ld.shared.v{n}.b32 {{{', '.join(words(k))}}}, [${4 * k}];" for k in range(tasks)],
+        *[line for k in range(tasks) for line in body(k)],
         "}",
     ])
 
 
-def _decode_b(n_words, src_addr, scale_word, scale_shift, dst_addr, loc, ip):
-    _asm(None, [Int32(x).ir_value(loc=loc, ip=ip) for x in (src_addr, scale_word, scale_shift, dst_addr)],
-         _decode_b_ptx(n_words), "r,r,r,r", True, loc=loc, ip=ip)
+def _decode_b(n_words, args, loc, ip, tasks=1):
+    _asm(None, [Int32(x).ir_value(loc=loc, ip=ip) for x in args],
+         _decode_b_ptx(n_words, tasks), ",".join(["r"] * (4 * tasks)), True, loc=loc, ip=ip)
 
 
 @dsl_user_op
@@ -120,7 +136,16 @@ def decode_task(src_addr: Int32, scale_word: Int32, scale_shift: Int32, dst_addr
     the decoded tile: the caller passes the address of chunk q = 0 already swizzled), in
     the K order of `_decode_b_ptx`.  `scale_word` holds 4 e4m3 scales (one per 16 codes of
     a 64-code row segment); `scale_shift` (0 or 16) selects the two that cover these codes."""
-    _decode_b(4, src_addr, scale_word, scale_shift, dst_addr, loc, ip)
+    _decode_b(4, (src_addr, scale_word, scale_shift, dst_addr), loc, ip)
+
+
+@dsl_user_op
+def decode_task_x2(src0: Int32, scale_word0: Int32, scale_shift0: Int32, dst0: Int32,
+                   src1: Int32, scale_word1: Int32, scale_shift1: Int32, dst1: Int32,
+                   *, loc=None, ip=None) -> None:
+    """Two `decode_task`s in one block, both loads first (`_decode_b_ptx`)."""
+    _decode_b(4, (src0, scale_word0, scale_shift0, dst0, src1, scale_word1, scale_shift1, dst1),
+              loc, ip, tasks=2)
 
 
 @dsl_user_op
@@ -129,7 +154,7 @@ def decode_task16(src_addr: Int32, scale_word: Int32, scale_shift: Int32, dst_ad
     """One 16-code scale group of a B row (8 bytes at shared `src_addr`) -> two 16-byte
     fp16 chunks at `dst_addr` (even codes) and `dst_addr ^ 16` (odd codes), same K order;
     the scale is byte `scale_shift / 8` of `scale_word`."""
-    _decode_b(2, src_addr, scale_word, scale_shift, dst_addr, loc, ip)
+    _decode_b(2, (src_addr, scale_word, scale_shift, dst_addr), loc, ip)
 
 
 @dsl_user_op

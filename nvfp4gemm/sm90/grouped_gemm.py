@@ -255,6 +255,12 @@ class Sm90GroupedGemmKernel(Sm90Common):
                         # (warp-uniform group, 32 consecutive rows per warp)
                         self.decode_quarter(b_p + si * self.b_stage_bytes, sfb_p + si * self.sfb_stage_bytes,
                                             b_d + buf * self.b_buf_bytes, ct % 64, nb_row0 + ct % 64, ct // 64, j)
+                    elif cutlass.const_expr(self.tile_n == 256):
+                        # B: 256 rows x 2 segments, both segments of row ct in one block
+                        bs = b_p + si * self.b_stage_bytes
+                        sfs = sfb_p + si * self.sfb_stage_bytes
+                        bd = b_d + buf * self.b_buf_bytes
+                        self.decode_pair(bs, sfs, bd, ct, 0, bs, sfs, bd, ct, 1, nb_row0, j)
                     else:
                         # B: tile_n rows x 2 segments
                         for i in cutlass.range_constexpr((2 * self.tile_n + 255) // 256):
