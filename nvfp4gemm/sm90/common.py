@@ -8,7 +8,9 @@ Shared memory per CTA (all 1024-byte aligned):
                 4 KB per B_g for tile N 48 / 96, whose tiles can straddle two atoms; 4 KB of
                 A for tile M 256, grouped swap_ab) ]
   dec_stages x decoded fp16 B_g (tile_n x 64 each; one (2*tile_n, 64) tile for the dual
-                 problem); A is decoded straight into wgmma registers (rs_a)
+                 problem); A is decoded straight into wgmma registers (rs_a).  2 buffers:
+                 the wgmmas drain before each sub-block barrier; 3: they run two deep
+                 (`wait_a_free`, `sync_decoded`)
   epi_stages x C subtile (epi_tile fp16), plus mbarriers.
 This is what `configs.sm90_smem_bytes` models; `_make_storage` asserts the two agree.
 
@@ -65,7 +67,8 @@ class Sm90Common:
         self.mma_n = self.num_gemms * self.tile_n
         self.b_buf_bytes = self.mma_n * 64 * 2  # one decoded B buffer (stride between buffers)
         # A is decoded straight into wgmma A-fragment registers (double-buffered by sub-block
-        # parity, which needs dec_stages == 2); the B tiles use the matching K order
+        # parity: with 3 decoded B buffers `wait_a_free` keeps wgmma(it - 2), the reader of
+        # this parity, finished before the decode); the B tiles use the matching K order
         self.epi_tile = tuple(config.epi_tile_mn)
         self.raster_m = config.raster == "m"
         self.num_mma_wg = config.mma_warpgroups

@@ -9,7 +9,8 @@ columns of each of B1 and B2):
        decode B1/B2 rows into one fp16 (2*tile_n, 64) tile in shared memory (scale folded
        in, exact; decode.py), `fence.proxy.async`, named barrier; each warpgroup decodes its
        own 64 rows of A straight into wgmma A-fragment registers (rs_a) and issues m64 x (2*tile_n) x k16 wgmmas (fp16 -> fp32) that
-       cover B1 and B2 at once.  Decode of sub-block i+1 overlaps the wgmmas of sub-block i.
+       cover B1 and B2 at once.  Decode of sub-block i+1 overlaps the wgmmas of sub-block i
+       (with 3 decoded buffers also those of i - 1, so the tensor cores do not drain).
        Epilogue: silu(x1) * x2 in fp32 (shared `epilogue.silu_mul`), fp16, stmatrix to
        shared memory, TMA store.
 
@@ -264,7 +265,7 @@ class Sm90DualGemmKernel(Sm90Common):
         cnt_base = cnt_ptr.toint()
         flag = st.flag.get_tensor(cute.make_layout(4))
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
-        it = Int32(0)  # decoded sub-blocks so far (buffer = it % 2)
+        it = Int32(0)  # decoded sub-blocks so far (buffer = it % dec_stages)
         tiles_done = Int32(0)
         item = cute.arch.block_idx()[0]
         while item < total_items:

@@ -209,7 +209,7 @@ class Sm90GroupedGemmKernel(Sm90Common):
     def consumer(self, st, ab_pipe, tiled_mma, meta: cute.Tensor, offs: cute.Tensor, ws_ptr, cnt_ptr,
                  total_items, full_tiles, splits, tidx):
         ct = tidx - 128  # consumer thread 0..255
-        # decoded fp16 tiles, two buffers: (tile_m, 64, 2), (tile_n, 64, 2)
+        # decoded fp16 smem operand tiles (B; A with swap_ab): (mma_n, 64, dec_stages)
         sBd = st.sB1d.get_tensor(self.b_dec_layout.outer, swizzle=self.b_dec_layout.inner)
         thr_mma = tiled_mma.get_slice(ct)
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sBd))
