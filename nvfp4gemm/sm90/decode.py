@@ -210,30 +210,21 @@ def decode_a_frag(w_r0: Int32, w_r1: Int32, sel: Int32, s_r0: Int32, s_r1: Int32
     return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
 
 
+def _ld_shared(addr, ret_type, ptx_type, constraint, loc, ip):
+    """One 32-bit `ld.shared` at a 32-bit shared-window address (volatile asm: stays ordered
+    with the other shared-memory asm)."""
+    return _asm(ret_type(), [Int32(addr).ir_value(loc=loc, ip=ip)],
+                f"ld.shared.{ptx_type} $0, [$1];", f"={constraint},r", True, loc=loc, ip=ip)
+
+
 @dsl_user_op
 def ld_shared_u32(addr: Int32, *, loc=None, ip=None) -> Int32:
-    return Int32(
-        _asm(
-            T.i32(),
-            [Int32(addr).ir_value(loc=loc, ip=ip)],
-            "ld.shared.b32 $0, [$1];",
-            "=r,r",
-            True, loc=loc, ip=ip,
-        )
-    )
+    return Int32(_ld_shared(addr, T.i32, "b32", "r", loc, ip))
 
 
 @dsl_user_op
 def ld_shared_f32(addr: Int32, *, loc=None, ip=None) -> cutlass.Float32:
-    return cutlass.Float32(
-        _asm(
-            T.f32(),
-            [Int32(addr).ir_value(loc=loc, ip=ip)],
-            "ld.shared.f32 $0, [$1];",
-            "=f,r",
-            True, loc=loc, ip=ip,
-        )
-    )
+    return cutlass.Float32(_ld_shared(addr, T.f32, "f32", "f", loc, ip))
 
 
 @dsl_user_op
