@@ -228,6 +228,23 @@ def ld_shared_f32(addr: Int32, *, loc=None, ip=None) -> cutlass.Float32:
 
 
 @dsl_user_op
+def st_shared_u32(addr: Int32, val: Int32, *, loc=None, ip=None) -> None:
+    """One 32-bit `st.shared` at a 32-bit shared-window address (volatile asm)."""
+    _asm(None, [Int32(addr).ir_value(loc=loc, ip=ip), Int32(val).ir_value(loc=loc, ip=ip)],
+         "st.shared.b32 [$0], $1;", "r,r", True, loc=loc, ip=ip)
+
+
+@dsl_user_op
+def chunk_swizzled(base: Int32, k: int, x: Int32, *, loc=None, ip=None) -> Int32:
+    """base + 16 (k ^ x): 16-byte chunk k of a row whose chunks are XOR-swizzled by x.
+    Volatile asm on purpose: kept after the shared-memory asm before it, so the compiler
+    cannot compute all of a loop's addresses up front (extra live registers, spills)."""
+    return Int32(_asm(T.i32(), [Int32(base).ir_value(loc=loc, ip=ip), Int32(x).ir_value(loc=loc, ip=ip)],
+                      "{\n.reg .b32 t;\nxor.b32 t, $2, " + str(int(k)) + ";\nshl.b32 t, t, 4;\n"
+                      "add.u32 $0, $1, t;\n}", "=r,r,r", True, loc=loc, ip=ip))
+
+
+@dsl_user_op
 def pack_f16x2(lo: cutlass.Float32, hi: cutlass.Float32, *, loc=None, ip=None) -> Int32:
     """Two fp32 values rounded to fp16 (rn) and packed: `lo` in the low half (the lower
     address when stored), `hi` in the high half."""

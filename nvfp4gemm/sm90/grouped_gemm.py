@@ -284,24 +284,64 @@ class Sm90GroupedGemmKernel(Sm90Common):
             if cutlass.const_expr(self.swap):
                 self.store_c_t(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, m_store, ng, ct)
             else:
-                self.store_c(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, m_store, ng)
+                self.store_c(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, m_store, ng, b_d, ct)
             item += cute.arch.grid_dim()[0]
 
     @cute.jit
-    def store_c(self, acc, tCcC, c_g, m0, n0, mg, ng):
-        """fp16 C straight from the accumulators, rows >= M_g skipped.  Accumulator values
-        2i and 2i + 1 of a thread are columns c and c + 1 of one row (the wgmma C fragment),
-        so each pair is rounded and packed into one 32-bit store (`decode.pack_f16x2`; the
-        store itself is the DSL's: a hand-written `st.global.b32` hung the GPU here, H200
-        2026-11-21)."""
+    def store_c(self, acc, tCcC, c_g, m0, n0, mg, ng, stage, ct):
+        """fp16 C of a (tile_m, tile_n) tile, rows >= M_g skipped, staged through shared
+        memory so that every warp store writes whole contiguous 128-byte lines.
+
+        Stored straight from the wgmma fragment, one warp instruction would cover 8 rows x
+        16 bytes (half sectors; 8 pieces per instruction).  Instead each thread packs its
+        accumulator pairs (r, c), (r, c + 1) (`decode.pack_f16x2`) into the row-major tile
+        at `stage` -- the decoded-B buffers, idle once both warpgroups' wgmmas are done --
+        then thread t reads back word t (+ 256 i) and stores it, so consecutive lanes write
+        consecutive 32-bit words of one C row.  Shared addresses: 16-byte chunk XOR
+        (row % 8), conflict-free both ways (8 consecutive rows x one chunk on the way in,
+        32 consecutive words of one row on the way out).  The global store is the DSL's
+        (a hand-written `st.global.b32` hung the GPU here, H200 2026-11-21)."""
+        assert self.tile_m * self.tile_n * 2 <= self.dec_stages * self.b_buf_bytes, "C tile does not fit the decoded buffers"
         scale = cutlass.Float32(decode.ACC_RESCALE)
+        words = self.tile_n // 2  # 32-bit words (fp16 pairs) per tile row
+        row_bytes = self.tile_n * 2
         # (M_g, N_g / 2) fp16 pairs of this group's C
         mC2 = cute.make_tensor(cute.make_ptr(cutlass.Int32, c_g, cute.AddressSpace.gmem, assumed_align=16),
                                cute.make_layout((mg, ng // 2), stride=(ng // 2, 1)))
-        for i in cutlass.range_constexpr(cute.size(acc) // 2):
-            r, c = tCcC[2 * i]
+        # both warpgroups' wgmmas (the readers of the decoded buffers) are done
+        self.epi_barrier.arrive_and_wait()
+        # The wgmma C fragment: value (e, h, j) of a thread is row r0 + 8 h, column
+        # c0 + 8 j + e.  Its rows share r0 % 8, so the chunk swizzle of column block j is
+        # (j ^ (r0 % 8)): stored in order of j % 8, one base per j % 8 plus static offsets
+        # (an XOR per store made ptxas spill 248 bytes in 128x256, 8 live bases 60)
+        assert str(tCcC.layout) == f"((2,2,{self.tile_n // 8}),1,1):((1@1,8@0,8@1),0,0)", tCcC.layout
+        r0, c0 = tCcC[0]
+        x = r0 % 8
+        row_base = stage + r0 * row_bytes + 2 * c0
+        for k in cutlass.range_constexpr(8):
+            base = decode.chunk_swizzled(row_base, k, x)
+            for jj in cutlass.range_constexpr(self.tile_n // 64):
+                j = k + 8 * jj
+                for h in cutlass.range_constexpr(2):
+                    i = h + 2 * j
+                    decode.st_shared_u32(base + 8 * h * row_bytes + 128 * jj,
+                                         decode.pack_f16x2(acc[2 * i] * scale, acc[2 * i + 1] * scale))
+        self.epi_barrier.arrive_and_wait()
+        # word 256 i + ct of the row-major tile: column w is fixed per thread, the row
+        # advances by rq = 256 / words per step, so the swizzle repeats every 8 / rq steps
+        nt = self.num_mma_threads
+        rq = nt // words
+        assert nt % words == 0 and 8 % rq == 0
+        w = ct % words
+        rt = ct // words
+        col = [stage + rt * row_bytes + ((4 * w) ^ (((rt + rq * p) % 8) << 4)) for p in range(8 // rq)]
+        for i in cutlass.range_constexpr(self.tile_m * words // nt):
+            r = rt + rq * i
+            v = decode.ld_shared_u32(col[i % (8 // rq)] + rq * i * row_bytes)
             if m0 + r < mg:
-                mC2[(m0 + r, (n0 + c) // 2)] = decode.pack_f16x2(acc[2 * i] * scale, acc[2 * i + 1] * scale)
+                mC2[(m0 + r, n0 // 2 + w)] = v
+        # the next tile's decode overwrites the staging area
+        self.epi_barrier.arrive_and_wait()
 
     @cute.jit
     def store_c_t(self, acc, tCcC, c_g, n0, m0, mg, ng, ct):
