@@ -74,8 +74,10 @@ def test_grouped_poisoned_padding_and_tiny_m():
 
 
 def test_grouped_swap_ab_poisoned_padding_and_tiny_m():
-    """Every N a multiple of 256 selects swap_ab (C^T = B A^T, ragged M on the 64-wide side)."""
-    shape = ((1, 256, 256), (40, 512, 512), (129, 256, 256), (64, 768, 256))
+    """Tiny ragged M with large N (every N % 256 == 0): the rule selects swap_ab (C^T = B A^T,
+    ragged M on the 64-wide side; 68 tiles instead of 136 128x128 tiles), through
+    custom_kernel, poisoned scale padding."""
+    shape = ((1, 4096, 512), (40, 3072, 512), (17, 4096, 256), (64, 2048, 768), (9, 4096, 256))
     assert configs.select_config("group", "sm_90a", shape).swap_ab
     ms, ns, ks = (list(x) for x in zip(*shape))
     _run(R.generate_input(ms, ns, ks, len(shape), 9, device="cuda", poison_padding=True), "group")
@@ -185,9 +187,14 @@ def test_grouped_every_tile_kind(tile, swap):
     ((128, 512, 256, 1), (128, 128)),  # one k-block: split 0 runs no k-block at all
 ], ids=str)
 def test_dual_cluster_split_pairs(shape, tile):
-    """Dual split-K pairs reduced through distributed shared memory (cluster (2, 1)):
-    poisoned C and scale padding, three calls bit-identical."""
+    """Dual split-K pairs reduce-scattered through distributed shared memory (cluster
+    (2, 1), each rank stores half the subtiles): poisoned C and scale padding, three calls
+    bit-identical, and bit-identical to the same 2-way split reduced through the global
+    workspace (both sum p0 + p1 in fp32)."""
     from dataclasses import replace
+
+    from nvfp4gemm import scheduler
+    from nvfp4gemm.sm90.common import sm_count
 
     cfg = configs._fill_stages(replace(configs.default_config("dual", "sm_90a", shape), mma_tile_mn=tile,
                                        cluster_mn=(2, 1), split_k=True), cap=3)
@@ -197,6 +204,12 @@ def test_dual_cluster_split_pairs(shape, tile):
     for _ in range(2):
         _run_config(data, "dual", cfg, shape)
         assert torch.equal(first, data[-1]), "split-K result changed between calls"
+    m, n, k, l = shape
+    tiles = (m // tile[0]) * (n // tile[1]) * l
+    sms = sm_count(torch.device("cuda", torch.cuda.current_device()))
+    if scheduler.split_plan(tiles, sms, k // 256)[1:] == (0, 2):  # global path splits 2 ways too
+        _run_config(data, "dual", replace(cfg, cluster_mn=(1, 1)), shape)
+        assert torch.equal(first, data[-1]), "cluster pairs and global-workspace split differ"
 
 
 @_sm90_only

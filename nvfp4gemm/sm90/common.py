@@ -330,37 +330,6 @@ class Sm90Common:
         return last
 
     @cute.jit
-    def split_pair_reduce(self, acc, stage, s, ct):
-        """Split-K pair in a 2-CTA cluster (cluster_mn (2, 1): rank r runs split r of tile
-        cluster_idx, its only work item): after both mainloops (cluster barrier), rank 1
-        writes its fp32 accumulators straight into rank 0's free pipeline shared memory
-        (distributed shared memory, 16-byte stores); after a second cluster barrier rank 0
-        adds them (p0 + p1 == p1 + p0: deterministic) and returns 1 (it runs the epilogue).
-        No global workspace, no gpu-scope fence or atomic: the global-memory version moved
-        24 MB through L2 for 64 tiles and cost ~6 us of data movement and ~2 us of sync per
-        tile (H200, 2026-11-21, notes/sm90.md experiment 24)."""
-        nt = self.num_mma_threads
-        n_acc = cute.size(acc)
-        assert n_acc * nt * 4 <= self.split_stage_bytes(), "split-K partial does not fit the free shared memory"
-        # the wgmma reads of this CTA's buffers are done (wait_group 0); order them before the
-        # peer's generic stores into the same shared memory
-        cute.arch.fence_proxy(cute.arch.ProxyKind.async_shared, space=cute.arch.SharedSpace.shared_cta)
-        cute.arch.cluster_arrive()
-        cute.arch.cluster_wait()
-        if s == 1:
-            for q in cutlass.range_constexpr(n_acc // 4):
-                decode.st_cluster_v4_f32(stage + (q * nt + ct) * 16, Int32(0),
-                                         acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3])
-        cute.arch.cluster_arrive()
-        cute.arch.cluster_wait()
-        if s == 0:
-            for q in cutlass.range_constexpr(n_acc // 4):
-                v = decode.ld_shared_v4_f32(stage + (q * nt + ct) * 16)
-                for e in cutlass.range_constexpr(4):
-                    acc[4 * q + e] = acc[4 * q + e] + v[e]
-        return Int32(s == 0)
-
-    @cute.jit
     def _add_partial(self, acc, ws_addr, stage, block, unit, ct):
         """acc (+)= partial block `block` of the workspace, staged through shared memory."""
         nt = self.num_mma_threads

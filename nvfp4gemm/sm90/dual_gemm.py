@@ -18,7 +18,8 @@ Split-K (scheduler.split_plan): with at most half a wave of tiles every tile is 
 (one unit per CTA), otherwise only a partial last wave; work item -> (tile, split) by
 `Sm90Common.unit_of`.  Units reduce through an fp32 global workspace (`split_reduce`: last
 arriver sums in split order) or, with cluster_mn (2, 1), as 2-CTA cluster pairs through
-distributed shared memory (`split_pair_reduce`); the reducing CTA runs the epilogue.
+distributed shared memory (`pair_reduce_scatter`: each rank reduces and stores half of the
+tile's epilogue subtiles).
 
 Layouts: A (M, K/2, L) bytes, B1/B2 (N, K/2, L) bytes, K-major; scales in the permuted
 (32,4,rm,4,rk,L) form, read as 512-byte atoms of 128 rows x 4 scale columns (one int32 per
@@ -56,8 +57,10 @@ class Sm90DualGemmKernel(Sm90Common):
     def __init__(self, config: KernelConfig):
         super().__init__(config)
         # cluster (2, 1): every tile split 2 ways over K, the two units of a tile are one
-        # cluster and reduce through distributed shared memory (`split_pair_reduce`)
+        # cluster and reduce through distributed shared memory (`pair_reduce_scatter`)
         self.cluster_pairs = config.cluster_mn == (2, 1)
+        # epilogue subtiles of one GEMM's tile_n columns
+        self.epi_subtiles = self.tile_n // self.epi_tile[1]
 
     @staticmethod
     def can_implement(config: KernelConfig, m: int, n: int, k: int, l: int) -> None:
@@ -294,15 +297,19 @@ class Sm90DualGemmKernel(Sm90Common):
                     it += 1
                 read.advance()
             cute.nvgpu.warpgroup.wait_group(0)
-            store = Int32(1)
-            if ns > 1:
-                if cutlass.const_expr(self.cluster_pairs):
-                    store = self.split_pair_reduce(acc, a_p, s, ct)
-                else:
-                    store = self.split_reduce(acc, ws, ws_addr, cnt_base, flag, a_p, tile - full_tiles, s, ns, ct)
-            if store != 0:
-                self.epilogue_dual(epi, acc, tma_c, gC[(None, None, mb, nb, lb)], tiles_done, ct)
+            gC_tile = gC[(None, None, mb, nb, lb)]
+            if cutlass.const_expr(self.cluster_pairs):
+                # every work item is split s of a 2-CTA pair: reduce-scatter, then each rank
+                # runs the epilogue of its own subtiles
+                self.pair_reduce_scatter(epi, acc, tma_c, gC_tile, a_p, s, tiles_done, ct)
                 tiles_done += 1
+            else:
+                store = Int32(1)
+                if ns > 1:
+                    store = self.split_reduce(acc, ws, ws_addr, cnt_base, flag, a_p, tile - full_tiles, s, ns, ct)
+                if store != 0:
+                    self.epilogue_dual(epi, acc, tma_c, gC_tile, tiles_done, ct, 0, self.epi_subtiles)
+                    tiles_done += 1
             item += cute.arch.grid_dim()[0]
         epi.store_pipe.producer_tail()
 
@@ -353,12 +360,78 @@ class Sm90DualGemmKernel(Sm90Common):
         self.decode_one(src, sf, dst, row, nb_row0 + row, seg, j)
 
     @cute.jit
-    def epilogue_dual(self, epi, acc, tma_c, gC_tile, tiles_done, ct):
+    def pair_reduce_scatter(self, epi, acc, tma_c, gC_tile, stage, s, tiles_done, ct):
+        """Split-K pair in a 2-CTA cluster (cluster_mn (2, 1): rank s runs split s of the
+        tile, its only work item).  Rank 0 owns epilogue subtiles [0, h), rank 1 [h, n)
+        (h = ceil(n / 2)): after both mainloops (cluster barrier) each rank writes the fp32
+        accumulators of the other rank's subtiles (x1 and x2) straight into the other's
+        free pipeline shared memory (distributed shared memory, 16-byte stores), and after
+        a second cluster barrier adds what it received to its own and stores its subtiles.
+        Sums are own + other = p0 + p1 on both ranks (deterministic, and the same as when
+        rank 0 reduced everything).  Each rank sends and stores half: the one-way version
+        (rank 1 sent all 128 KB, rank 0 stored the whole tile) spent ~2.5 us on the transfer
+        (H200, 2026-11-21, notes/sm90.md experiment 33)."""
+        t = epi.tiled_copy_r2s.retile(acc)
+        n = self.epi_subtiles
+        h = (n + 1) // 2
+        # the wgmma reads of this CTA's buffers are done (wait_group 0); order them before
+        # the peer's generic stores into the same shared memory
+        cute.arch.fence_proxy(cute.arch.ProxyKind.async_shared, space=cute.arch.SharedSpace.shared_cta)
+        cute.arch.cluster_arrive()
+        cute.arch.cluster_wait()
+        self._pair_send(t, n, h, s, stage, ct)
+        cute.arch.cluster_arrive()
+        cute.arch.cluster_wait()
+        if s == 0:
+            self._pair_add(t, 0, h, stage, ct)
+            self.epilogue_dual(epi, acc, tma_c, gC_tile, tiles_done, ct, 0, h)
+        else:
+            self._pair_add(t, h, n, stage, ct)
+            self.epilogue_dual(epi, acc, tma_c, gC_tile, tiles_done, ct, h, n)
+
+    def _pair_values(self, t, e0, e1):
+        """Static indices into the retiled accumulator `t` of subtiles [e0, e1): their x1
+        values, then their x2 values (x2 of subtile e sits epi_subtiles subtiles further)."""
+        n_rd = cute.size(t) // (2 * self.epi_subtiles)
+        x1 = [e * n_rd + v for e in range(e0, e1) for v in range(n_rd)]
+        idx = x1 + [self.epi_subtiles * n_rd + i for i in x1]
+        assert len(idx) % 4 == 0
+        return idx
+
+    @cute.jit
+    def _pair_send(self, t, n: cutlass.Constexpr, h: cutlass.Constexpr, s, stage, ct):
+        """Write the other rank's subtiles into its shared memory: rank 0 sends [h, n), rank
+        1 sends [0, h).  Branch-free (a select per value; rank 0's shorter list, odd n, is
+        padded with repeats): with a branch around the two send loops ptxas serialized the
+        mainloop's wgmmas (advisory C7514) in the 128x128 kernel."""
+        to0 = self._pair_values(t, 0, h)  # what rank 1 sends
+        to1 = self._pair_values(t, h, n)  # what rank 0 sends
+        to1 = to1 + to1[: len(to0) - len(to1)]
+        nt = self.num_mma_threads
+        first = s == 0
+        peer = 1 - s
+        for q in cutlass.range_constexpr(len(to0) // 4):
+            vals = [cutlass.select_(first, t[to1[4 * q + e]], t[to0[4 * q + e]]) for e in range(4)]
+            decode.st_cluster_v4_f32(stage + (q * nt + ct) * 16, peer, *vals)
+
+    @cute.jit
+    def _pair_add(self, t, e0: cutlass.Constexpr, e1: cutlass.Constexpr, stage, ct):
+        idx = self._pair_values(t, e0, e1)
+        nt = self.num_mma_threads
+        for q in cutlass.range_constexpr(len(idx) // 4):
+            v = decode.ld_shared_v4_f32(stage + (q * nt + ct) * 16)
+            for e in cutlass.range_constexpr(4):
+                t[idx[4 * q + e]] = t[idx[4 * q + e]] + v[e]
+
+    @cute.jit
+    def epilogue_dual(self, epi, acc, tma_c, gC_tile, tiles_done, ct, e0: cutlass.Constexpr, e1: cutlass.Constexpr):
+        """silu(x1) * x2 of subtiles [e0, e1) of the tile (stmatrix -> shared -> TMA store)."""
         tRS_rAcc = epi.tiled_copy_r2s.retile(acc)
         gC_epi = cute.zipped_divide(gC_tile, self.epi_tile)
         bSG_sD, bSG_gD = cute.nvgpu.cpasync.tma_partition(
             tma_c, 0, cute.make_layout(1), cute.group_modes(epi.sC, 0, 2), gC_epi)
         epi_num = cute.size(gC_epi, mode=[1])
+        assert epi_num == self.epi_subtiles
         epi_shape = gC_epi.shape[1]
         epi_layout = cute.make_layout(epi_shape, stride=(epi_shape[1], 1))
         n_rd = cute.size(epi.tRS_rD)
@@ -366,7 +439,7 @@ class Sm90DualGemmKernel(Sm90Common):
         store_pipe = epi.store_pipe
         # the x2 value of subtile e sits tile_n/32 subtiles further along N
         x2_ofs = epi_num * n_rd
-        for e in cutlass.range_constexpr(epi_num):
+        for e in cutlass.range_constexpr(e0, e1):
             for v in cutlass.range_constexpr(n_rd):
                 x1 = tRS_rAcc[e * n_rd + v] * scale
                 x2 = tRS_rAcc[x2_ofs + e * n_rd + v] * scale
