@@ -61,3 +61,19 @@ def test_gpu_report_table_and_chart(tmp_path, capsys, monkeypatch):
     png = tmp_path / "c.png"
     timing.write_png(run["rows"], str(png))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10000
+
+
+def test_ab_compare_prepare_and_missing_base(tmp_path, capsys):
+    """benchmarks/ab_compare.py: --prepare exports a git ref as a plain tree (what the device
+    call carries); a base tree without nvfp4gemm/ is refused with the command to make one."""
+    import pytest
+
+    from benchmarks import ab_compare
+
+    dest = tmp_path / "base"
+    assert ab_compare.main(["--prepare", "HEAD", "--base", str(dest)]) == 0
+    assert (dest / "nvfp4gemm" / "sm90" / "grouped_gemm.py").is_file()
+    assert (dest / "AB_BASE_REF").read_text().startswith("HEAD ")
+    with pytest.raises(SystemExit):
+        ab_compare.main(["--base", str(tmp_path / "missing")])
+    assert "run --prepare REF" in capsys.readouterr().err
