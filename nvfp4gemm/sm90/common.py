@@ -392,6 +392,34 @@ class Sm90Common:
                 frag[base + 3] = q3
 
     @cute.jit
+    def mainloop(self, ab_pipe, read, it, kb_lo, kb_hi, tiled_mma, acc, ra, tCrB, a_p, sfa_p, decode_b, item_args,
+                 release_before_sync: cutlass.Constexpr):
+        """The consumer k-loop of one work item, k-blocks [kb_lo, kb_hi): per 64-code
+        sub-block j of each stage, decode A into wgmma registers and B (the kernel's own
+        `decode_b(si, j, buf, *item_args)`) into decoded buffer it % dec_stages, make it visible and meet the
+        other decoders at the barrier, then issue the wgmmas (async: they overlap the next
+        sub-block's decode).  The stage is released after its last sub-block's decode, before
+        the barrier (`release_before_sync`: each thread's reads of it are done) or after it.
+        Returns (read, it) advanced."""
+        for kb in cutlass.range(kb_lo, kb_hi, unroll=1):
+            ab_pipe.consumer_wait(read)
+            si = read.index
+            for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
+                buf = it % self.dec_stages
+                self.wait_a_free()
+                self.decode_a(ra, a_p + si * self.a_stage_bytes, sfa_p + si * (self.sfa_atoms * SF_STAGE_BYTES), j)
+                decode_b(si, j, buf, *item_args)
+                if cutlass.const_expr(release_before_sync and j == K_BLOCK // SUB_K - 1):
+                    ab_pipe.consumer_release(read)
+                self.sync_decoded()
+                if cutlass.const_expr(not release_before_sync and j == K_BLOCK // SUB_K - 1):
+                    ab_pipe.consumer_release(read)
+                self.mma_subblock(tiled_mma, acc, ra, tCrB, buf, j)
+                it += 1
+            read.advance()
+        return read, it
+
+    @cute.jit
     def wait_a_free(self):
         """Before decoding sub-block it: with 3 decoded buffers the wgmmas run two deep, so
         wait here until wgmma(it - 2) (the reader of this A-register parity) is done;

@@ -267,6 +267,13 @@ class Sm90DualGemmKernel(Sm90Common):
         ws_addr = ws_ptr.toint()
         cnt_base = cnt_ptr.toint()
         flag = st.flag.get_tensor(cute.make_layout(4))
+
+        def decode_sub(si, j, buf, nb_row0):
+            # B1 and B2 of stage si, sub-block j, into decoded buffer buf
+            self.decode_b(ct, b1_p + si * self.b_stage_bytes, b2_p + si * self.b_stage_bytes,
+                          sfb1_p + si * self.sfb_stage_bytes, sfb2_p + si * self.sfb_stage_bytes,
+                          b1_d + buf * self.b_buf_bytes, b2_d + buf * self.b_buf_bytes, j, nb_row0)
+
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         it = Int32(0)  # decoded sub-blocks so far (buffer = it % dec_stages)
         tiles_done = Int32(0)
@@ -277,25 +284,8 @@ class Sm90DualGemmKernel(Sm90Common):
             nb_row0 = (nb * self.tile_n) % 128  # B tile's first row inside its 128-row atom
             acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-            for kb in cutlass.range(s * k_blocks // ns, (s + 1) * k_blocks // ns, unroll=1):
-                ab_pipe.consumer_wait(read)
-                si = read.index
-                for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
-                    buf = it % self.dec_stages
-                    self.wait_a_free()
-                    # ---- decode sub-block j of stage si into buffer buf
-                    self.decode_a(ra, a_p + si * self.a_stage_bytes, sfa_p + si * SF_STAGE_BYTES, j)
-                    self.decode_b(ct, b1_p + si * self.b_stage_bytes, b2_p + si * self.b_stage_bytes,
-                                  sfb1_p + si * self.sfb_stage_bytes, sfb2_p + si * self.sfb_stage_bytes,
-                                  b1_d + buf * self.b_buf_bytes, b2_d + buf * self.b_buf_bytes, j, nb_row0)
-                    self.sync_decoded()
-                    if cutlass.const_expr(j == K_BLOCK // SUB_K - 1):
-                        # after the barrier: every decoder is done with the stage
-                        ab_pipe.consumer_release(read)
-                    # ---- wgmma on buffer buf (async; overlaps the next decode)
-                    self.mma_subblock(tiled_mma, acc, ra, tCrB, buf, j)
-                    it += 1
-                read.advance()
+            read, it = self.mainloop(ab_pipe, read, it, s * k_blocks // ns, (s + 1) * k_blocks // ns, tiled_mma,
+                                     acc, ra, tCrB, a_p, sfa_p, decode_sub, (nb_row0,), False)
             cute.nvgpu.warpgroup.wait_group(0)
             gC_tile = gC[(None, None, mb, nb, lb)]
             if cutlass.const_expr(self.cluster_pairs):

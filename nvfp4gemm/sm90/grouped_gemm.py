@@ -242,40 +242,8 @@ class Sm90GroupedGemmKernel(Sm90Common):
             nb_row0 = (nb * self.tile_n) % 128
             acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-            for kb in cutlass.range(s * nk // ns, (s + 1) * nk // ns, unroll=1):
-                ab_pipe.consumer_wait(read)
-                si = read.index
-                for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
-                    buf = it % self.dec_stages
-                    self.wait_a_free()
-                    self.decode_a(ra, a_p + si * self.a_stage_bytes,
-                                  sfa_p + si * (self.sfa_atoms * SF_STAGE_BYTES), j)
-                    if cutlass.const_expr(self.tile_n == 64):
-                        # B: 64 rows x 4 scale groups, one quarter task per consumer thread
-                        # (warp-uniform group, 32 consecutive rows per warp)
-                        self.decode_quarter(b_p + si * self.b_stage_bytes, sfb_p + si * self.sfb_stage_bytes,
-                                            b_d + buf * self.b_buf_bytes, ct % 64, nb_row0 + ct % 64, ct // 64, j)
-                    elif cutlass.const_expr(self.tile_n == 256):
-                        # B: 256 rows x 2 segments, both segments of row ct in one block
-                        bs = b_p + si * self.b_stage_bytes
-                        sfs = sfb_p + si * self.sfb_stage_bytes
-                        bd = b_d + buf * self.b_buf_bytes
-                        self.decode_pair(bs, sfs, bd, ct, 0, bs, sfs, bd, ct, 1, nb_row0, j)
-                    else:
-                        # B: tile_n rows x 2 segments
-                        for i in cutlass.range_constexpr((2 * self.tile_n + 255) // 256):
-                            t = ct + 256 * i
-                            if t < 2 * self.tile_n:
-                                seg_b = t // self.tile_n
-                                row_b = t % self.tile_n
-                                self.decode_one(b_p + si * self.b_stage_bytes, sfb_p + si * self.sfb_stage_bytes,
-                                                b_d + buf * self.b_buf_bytes, row_b, nb_row0 + row_b, seg_b, j)
-                    if cutlass.const_expr(j == K_BLOCK // SUB_K - 1):
-                        ab_pipe.consumer_release(read)
-                    self.sync_decoded()
-                    self.mma_subblock(tiled_mma, acc, ra, tCrB, buf, j)
-                    it += 1
-                read.advance()
+            read, it = self.mainloop(ab_pipe, read, it, s * nk // ns, (s + 1) * nk // ns, tiled_mma, acc, ra, tCrB,
+                                     a_p, sfa_p, self.decode_b_sub, (ct, b_p, sfb_p, b_d, nb_row0), True)
             cute.nvgpu.warpgroup.wait_group(0)
             m_store = mg  # rows of C this unit may write: 0 = none
             if ns > 1:
@@ -286,6 +254,30 @@ class Sm90GroupedGemmKernel(Sm90Common):
             else:
                 self.store_c(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, m_store, ng, b_d, ct)
             item += cute.arch.grid_dim()[0]
+
+    @cute.jit
+    def decode_b_sub(self, si, j: cutlass.Constexpr, buf, ct, b_p, sfb_p, b_d, nb_row0):
+        """B of stage si, sub-block j, into decoded buffer buf (`Sm90Common.mainloop`)."""
+        if cutlass.const_expr(self.tile_n == 64):
+            # 64 rows x 4 scale groups, one quarter task per consumer thread (warp-uniform
+            # group, 32 consecutive rows per warp)
+            self.decode_quarter(b_p + si * self.b_stage_bytes, sfb_p + si * self.sfb_stage_bytes,
+                                b_d + buf * self.b_buf_bytes, ct % 64, nb_row0 + ct % 64, ct // 64, j)
+        elif cutlass.const_expr(self.tile_n == 256):
+            # 256 rows x 2 segments, both segments of row ct in one block
+            bs = b_p + si * self.b_stage_bytes
+            sfs = sfb_p + si * self.sfb_stage_bytes
+            bd = b_d + buf * self.b_buf_bytes
+            self.decode_pair(bs, sfs, bd, ct, 0, bs, sfs, bd, ct, 1, nb_row0, j)
+        else:
+            # tile_n rows x 2 segments
+            for i in cutlass.range_constexpr((2 * self.tile_n + 255) // 256):
+                t = ct + 256 * i
+                if t < 2 * self.tile_n:
+                    seg_b = t // self.tile_n
+                    row_b = t % self.tile_n
+                    self.decode_one(b_p + si * self.b_stage_bytes, sfb_p + si * self.sfb_stage_bytes,
+                                    b_d + buf * self.b_buf_bytes, row_b, nb_row0 + row_b, seg_b, j)
 
     @cute.jit
     def store_c(self, acc, tCcC, c_g, m0, n0, mg, ng, stage, ct):
