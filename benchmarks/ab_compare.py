@@ -77,13 +77,6 @@ def worker(tree: str, problem: str, shapes: list, iters: int) -> list[dict]:
     return out
 
 
-def case_label(problem: str, shape) -> str:
-    if problem == "dual":
-        return "dual " + "x".join(str(x) for x in shape)
-    ms = ",".join(str(m) for m, _, _ in shape)
-    return f"group g{len(shape)} M[{ms}] N{shape[0][1]} K{shape[0][2]}"
-
-
 def fmt_us(rows) -> str:
     return " ".join(f"{x['us']:.1f}" for x in rows)
 
@@ -144,7 +137,7 @@ def main(argv=None) -> int:
         ap.error(f"base tree {args.base} has no nvfp4gemm/: run --prepare REF on the CPU machine first")
 
     sys.path.insert(0, ROOT)
-    from benchmarks.bench import cases_for
+    from benchmarks.bench import case_name, cases_for
 
     ref = open(os.path.join(args.base, "AB_BASE_REF")).read().strip() if os.path.exists(
         os.path.join(args.base, "AB_BASE_REF")) else args.base
@@ -171,7 +164,8 @@ def main(argv=None) -> int:
             bm = statistics.median(x["us"] for x in b)
             nm = statistics.median(x["us"] for x in n)
             flag = "  INCORRECT: " + bad[0]["check"] if bad else ""
-            print(f"{case_label(problem, shape):<44} {b[0]['config']:<22} {n[0]['config']:<22} "
+            label = f"{problem} {case_name(problem, tuple(tuple(x) for x in shape) if problem == 'group' else tuple(shape))}"
+            print(f"{label:<44} {b[0]['config']:<22} {n[0]['config']:<22} "
                   f"{fmt_us(b):<22} {fmt_us(n):<22} {nm / bm:.3f}{flag}")
     if args.json:
         with open(args.json, "w") as f:
