@@ -212,16 +212,20 @@ def check_config(cfg: KernelConfig) -> list[str]:
     return errs
 
 
-def check_shape(problem: str, shape) -> list[str]:
-    """Shape constraints the kernels rely on (both architectures)."""
+def check_shape(problem: str, shape, arch: str | None = None) -> list[str]:
+    """Shape constraints the kernels rely on: those of both architectures (arch None, what
+    `validate` checks before the GPU is known), plus the named arch's own.  Dual M is ragged
+    on sm_90a (TMA zero-fills A rows past M and clips C's; rows never mix); the sm_100a
+    dual kernel has only run as far as the compiler (no B200), and keeps the leaderboard's
+    M % 128 == 0."""
     errs = []
     if problem == "dual":
         m, n, k, l = shape
         for name, v in (("M", m), ("N", n), ("K", k)):
             if v < 1:
                 errs.append(f"{name}={v} must be >= 1")
-        if m % 128:
-            errs.append(f"M={m} must be a multiple of 128")
+        if arch == "sm_100a" and m % 128:
+            errs.append(f"M={m} must be a multiple of 128 for the sm_100a dual kernel (sm_90a takes any M)")
         if n % 64:
             errs.append(f"N={n} must be a multiple of 64")
         if k % K_BLOCK:
@@ -242,12 +246,21 @@ def check_shape(problem: str, shape) -> list[str]:
     return errs
 
 
+def dual_tiles(cfg: KernelConfig, shape) -> int:
+    """Output tiles of a dual shape: ceil(M / tile M) x N / tile N x L (sm_90a: a partial
+    last row of tiles when M is ragged)."""
+    m, n, _, l = shape
+    tm, tn = cfg.mma_tile_mn
+    return -(-m // tm) * (n // tn) * l
+
+
 def fits(cfg: KernelConfig, shape) -> bool:
     """Whether the config's tiles divide the shape where the kernel needs them to."""
     tm, tn = cfg.mma_tile_mn
     if cfg.problem == "dual":
         m, n, _, _ = shape
-        return m % tm == 0 and n % tn == 0
+        # sm_90a: the last row of tiles may be partial (TMA bounds)
+        return (cfg.arch == "sm_90a" or m % tm == 0) and n % tn == 0
     # grouped: M is ragged (bounded loads/stores); N must be whole tiles
     if cfg.swap_ab:
         return all(n % tm == 0 for _, n, _ in shape)
@@ -405,8 +418,8 @@ def _sm90_dual_pairs(cfg: KernelConfig, shape) -> KernelConfig:
     third and a half of a wave of tiles), run each tile's two units as a 2-CTA cluster that
     reduces through distributed shared memory instead of global memory (cluster_mn (2, 1);
     H200, 2026-11-21: 256x4096x7168 66.9 -> 63.7 us, 256x3072x4096 38.0 -> 35.3)."""
-    m, n, k, l = shape
-    tiles = (m // cfg.mma_tile_mn[0]) * (n // cfg.mma_tile_mn[1]) * l
+    k = shape[2]
+    tiles = dual_tiles(cfg, shape)
     if tiles and split_plan(tiles, SM_COUNT["sm_90a"], k // K_BLOCK)[1:] == (0, 2):
         return replace(cfg, cluster_mn=(2, 1), split_k=True)
     return _sm90_split(cfg, tiles, k // K_BLOCK)
@@ -436,9 +449,19 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         return _fill_stages(_sm100_acc_stages(cfg), cap=6)
     # sm_90a
     if problem == "dual":
-        return _sm90_dual_pairs(_sm90_fill(KernelConfig(
-            problem, arch, (128, 128 if shape[1] % 128 == 0 else 64), mma_warpgroups=2,
-            epi_tile_mn=(128, 32), rs_a=True), cap=4), shape)
+        def rule(tn):
+            return _sm90_dual_pairs(_sm90_fill(KernelConfig(
+                problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4), shape)
+
+        cfg = rule(128 if shape[1] % 128 == 0 else 64)
+        # Under a third of a wave of 128-wide tiles (small M: every tile split 3+ ways through
+        # the global workspace): 64-wide tiles halve the splits (pairs where that makes 2).
+        # H200, 2026-11-21, same process: 16x4096x7168 46.5 -> 40.1 us, 64x4096x7168 47.3 ->
+        # 40.6 (notes/sm90.md experiment 38).
+        plan = split_plan(dual_tiles(cfg, shape), SM_COUNT[arch], shape[2] // K_BLOCK)
+        if cfg.mma_tile_mn[1] == 128 and plan[1] == 0 and plan[2] > 2:
+            cfg = rule(64)
+        return cfg
     # grouped: rank the legal tiles by the cost model (128 x 256, 128 x 128, swap 256 x 64),
     # 128 x 64 when N only allows that
     cands = []

@@ -30,7 +30,7 @@ import torch  # noqa: E402
 
 import reference as R  # noqa: E402
 from benchmarks.timing import Timer, baselines, flops_bytes, make_input, measure_ceilings  # noqa: E402
-from configs import DUAL_BENCHMARKS, DUAL_TESTS, GROUP_BENCHMARKS, GROUP_TESTS, select_config  # noqa: E402
+from configs import DUAL_BENCHMARKS, DUAL_TESTS, GROUP_BENCHMARKS, GROUP_TESTS, dual_tiles, select_config  # noqa: E402
 from nvfp4gemm.dispatch import custom_kernel  # noqa: E402
 
 
@@ -106,8 +106,7 @@ def time_config(problem, cfg, shape, data, timer, unsplit=False):
         total = scheduler.grouped_tile_offsets(cfg, shape)[-1]
         args = args[:4] + (Int32(total), Int32(total), Int32(1), Int32(min(total, sms))) + args[8:]
     elif unsplit:  # dual: (..., c, ws, cnt, m, n, k, l, items, full_tiles, splits, ctas, stream)
-        m, n, _k, l = shape
-        total = (m // cfg.mma_tile_mn[0]) * (n // cfg.mma_tile_mn[1]) * l
+        total = dual_tiles(cfg, shape)
         args = args[:13] + (Int32(total), Int32(total), Int32(1), Int32(min(total, sms))) + args[17:]
     poison(problem, data)
     ck.fn(*args)

@@ -20,7 +20,7 @@ from cuda.bindings.driver import CUstream
 
 from configs import select_config
 from nvfp4gemm import harness
-from nvfp4gemm.validate import arch_of_capability, validate_device, validate_dual, validate_group
+from nvfp4gemm.validate import InputError, arch_of_capability, validate_device, validate_dual, validate_group
 
 _PLANS: dict[tuple, tuple] = {}
 _RECENT: OrderedDict = OrderedDict()  # id(data) -> _Prepared
@@ -39,7 +39,10 @@ def plan(problem: str, shape, device: torch.device):
         arch = arch_of_capability(_capability(device))
         cfg = select_config(problem, arch, shape)
         mod, cls = harness.kernel_module(problem, arch)
-        cls.can_implement(cfg, *shape) if problem == "dual" else cls.can_implement(cfg, shape)
+        try:  # arch-specific shape rules (e.g. sm_100a dual M % 128), before any launch
+            cls.can_implement(cfg, *shape) if problem == "dual" else cls.can_implement(cfg, shape)
+        except ValueError as e:
+            raise InputError(f"{arch} {problem} kernel: {e}") from e
         ck = harness.compile_kernel(problem, arch, cfg, shape)
         p = _PLANS[key] = (arch, cfg, ck, mod)
     return p

@@ -67,6 +67,23 @@ def test_dual_poisoned_padding():
     _run(data, "dual")
 
 
+@pytest.mark.parametrize("shape", [
+    (1, 512, 256, 1),  # one row: 127 of the 128 tile rows are TMA zero-fill
+    (16, 4096, 7168, 1),  # decode-sized batch: 64 tiles of 128x64 in 2-CTA cluster pairs
+    (100, 512, 7168, 1),  # 8 tiles, each split 8 ways (global workspace)
+    (200, 768, 1536, 2),  # partial second row of tiles, two batches (per-batch bounds), pairs
+    (130, 4096, 2048, 1),  # 2 rows (the second: 2 real rows), 128x128 pairs
+    (333, 3072, 4096, 1),  # 72 whole tiles, unsplit
+    (1000, 3072, 1024, 1),  # one whole wave + 60 tail tiles split 2 ways
+], ids=str)
+def test_dual_ragged_m(shape):
+    """sm_90a dual with M not a multiple of 128, poisoned C and scale padding (the padded A
+    rows decode to NaN; none may reach C), twice through custom_kernel."""
+    if torch.cuda.get_device_capability()[0] == 10:
+        pytest.skip("the sm_100a dual kernel requires M % 128 == 0")
+    _run(R.generate_input(*shape, 15, device="cuda", poison_padding=True), "dual")
+
+
 def test_grouped_poisoned_padding_and_tiny_m():
     data = R.generate_input([1, 40, 129], [128, 256, 128], [256, 512, 256], 3, 8, device="cuda",
                             poison_padding=True)
@@ -84,7 +101,7 @@ def test_grouped_swap_ab_poisoned_padding_and_tiny_m():
 
 
 @pytest.mark.parametrize("shape,splits,full", [
-    ((512, 768, 7168, 1), 5, 0),  # 24 tiles of 128x128, every tile split 5 ways (in-order sum)
+    ((128, 768, 7168, 1), 8, 0),  # 12 tiles of 128x64, every tile split 8 ways (in-order sum)
     ((1536, 512, 7168, 1), 2, 0),  # 48 tiles, split 2 ways: 2-CTA cluster pairs (rule)
     ((7168, 384, 2304, 1), 3, 132),  # 168 tiles: one whole wave, the 36 tail tiles split 3 ways
 ], ids=str)
@@ -97,8 +114,8 @@ def test_dual_split_k(shape, splits, full):
         from nvfp4gemm.sm90.common import sm_count
 
         cfg = configs.select_config("dual", "sm_90a", shape)
-        m, n, k, l = shape
-        tiles = (m // cfg.mma_tile_mn[0]) * (n // cfg.mma_tile_mn[1]) * l
+        k = shape[2]
+        tiles = configs.dual_tiles(cfg, shape)
         sms = sm_count(torch.device("cuda", torch.cuda.current_device()))
         if sms == 132:  # the plan this test was written for (H100 / H200)
             assert scheduler.split_plan(tiles, sms, k // 256)[1:] == (full, splits), cfg
@@ -204,8 +221,8 @@ def test_dual_cluster_split_pairs(shape, tile):
     for _ in range(2):
         _run_config(data, "dual", cfg, shape)
         assert torch.equal(first, data[-1]), "split-K result changed between calls"
-    m, n, k, l = shape
-    tiles = (m // tile[0]) * (n // tile[1]) * l
+    k = shape[2]
+    tiles = configs.dual_tiles(cfg, shape)
     sms = sm_count(torch.device("cuda", torch.cuda.current_device()))
     if scheduler.split_plan(tiles, sms, k // 256)[1:] == (0, 2):  # global path splits 2 ways too
         _run_config(data, "dual", replace(cfg, cluster_mn=(1, 1)), shape)

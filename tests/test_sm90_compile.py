@@ -74,7 +74,7 @@ def test_compiles_f16_wgmma_no_spills(problem, cfg, shape, tmp_path):
 
 
 @pytest.mark.parametrize("shape,needle", [
-    ((200, 512, 256, 1), "M=200"),
+    ((0, 512, 256, 1), "M=0"),
     ((256, 96, 256, 1), "N=96"),
     ((256, 512, 320, 1), "K=320"),
 ])
@@ -82,6 +82,17 @@ def test_dual_can_implement_names_constraint(shape, needle):
     cfg = configs.select_config("dual", "sm_90a", (256, 512, 256, 1))
     with pytest.raises(ValueError, match=needle):
         Sm90DualGemmKernel.can_implement(cfg, *shape)
+
+
+@pytest.mark.parametrize("shape", [(1, 512, 256, 1), (200, 4096, 7168, 1), (300, 768, 512, 2)], ids=str)
+def test_dual_ragged_m_is_accepted(shape):
+    """sm_90a dual takes any M: the rule's config fits, the tile count rounds up, and
+    can_implement passes (the sm_100a kernel keeps M % 128, test_sm100_dual_compile)."""
+    cfg = configs.select_config("dual", "sm_90a", shape)
+    assert configs.fits(cfg, shape)
+    Sm90DualGemmKernel.can_implement(cfg, *shape)
+    m, n, _, l = shape
+    assert configs.dual_tiles(cfg, shape) == -(-m // 128) * (n // cfg.mma_tile_mn[1]) * l
 
 
 def test_grouped_can_implement_names_constraint():

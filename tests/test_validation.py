@@ -70,6 +70,16 @@ def test_unsupported_gpu(monkeypatch):
         arch_of_capability((12, 0))
 
 
+def test_arch_specific_shape_rule(monkeypatch):
+    # Ragged dual M passes the arch-independent checks (the sm_90a kernel takes it), but on
+    # a B200 the sm_100a kernel's M % 128 rule must stop it before anything is written.
+    monkeypatch.setattr(dispatch, "validate_device", lambda used: torch.device("cuda", 0))
+    monkeypatch.setattr(dispatch, "_capability", lambda dev: (10, 0))
+    dispatch._PLANS.clear()
+    expect_error(dual(m=200), "sm_100a dual kernel", "M=200 must be a multiple of 128")
+    dispatch._PLANS.clear()
+
+
 def test_grouped_errors():
     g = R.generate_input([40, 128], [128, 256], [256, 512], 2, 1, device="cpu")
     bad = (g[0], g[1], g[2], g[3][:1])

@@ -73,7 +73,7 @@ class Sm100DualGemmKernel:
             raise ValueError(f"config is {config.arch}/{config.problem}, need sm_100a/dual")
         # check_shape also rejects M, N, K = 0: a grid of 0 clusters (launch error), or no MMA
         # ever clearing TMEM before the epilogue stores it.
-        errs = configs.check_config(config) + configs.check_shape("dual", (m, n, k, l))
+        errs = configs.check_config(config) + configs.check_shape("dual", (m, n, k, l), "sm_100a")
         if config.mma_tile_mn[1] not in (64, 128):
             errs.append(f"MMA tile N {config.mma_tile_mn[1]}: two accumulators per stage "
                         "fit TMEM only for N in (64, 128)")

@@ -127,7 +127,7 @@ class Sm90Common:
         (`configs.check_shape`), and N a multiple of this config's tile N (tile M with
         grouped swap_ab, whose MMA M side runs over N)."""
         Sm90Common.check_config(config)
-        errs = check_shape(problem, shape)
+        errs = check_shape(problem, shape, "sm_90a")
         # the tile side over N: MMA N, or MMA M with swap_ab
         tn = config.mma_tile_mn[0 if config.swap_ab else 1]
         if problem == "dual":

@@ -30,8 +30,13 @@ straddle two 128-row scale atoms, so each stage holds two per B (`sfb_atoms`); t
 decodes B in 16-code quarter tasks (3 per consumer thread, balanced over both warpgroups);
 tile N 48 uses a 128x16 epilogue subtile.
 
-Constraints (can_implement): configs.check_shape (M % 128 == 0, N % 64 == 0, K % 256 == 0),
-N % tile_n == 0; tile_m == 128 with 2 consumer warpgroups, tile_n in {48, 64, 96, 128}.
+Ragged M: any M >= 1.  The TMA loads zero-fill A rows past M and the TMA stores clip C
+rows past M; the last row of tiles decodes those zero rows with whatever the scale padding
+holds (NaN in the poisoned tests), which reaches only accumulator rows past M (no
+operation mixes rows) and is never stored.
+
+Constraints (can_implement): configs.check_shape (N % 64 == 0, K % 256 == 0), N % tile_n
+== 0; tile_m == 128 with 2 consumer warpgroups, tile_n in {48, 64, 96, 128}.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ import cutlass.pipeline as pipeline
 import cutlass.utils as utils
 from cutlass import Int32
 
-from configs import K_BLOCK, KernelConfig
+from configs import K_BLOCK, KernelConfig, dual_tiles
 from nvfp4gemm import scheduler
 from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.sm90 import decode
@@ -159,7 +164,7 @@ class Sm90DualGemmKernel(Sm90Common):
         st = smem.allocate(self.shared_storage)
         ab_pipe = self.make_ab_pipeline(st.mbar.data_ptr())
 
-        tiles_m = m // self.tile_m
+        tiles_m = (m + self.tile_m - 1) // self.tile_m  # ragged M: TMA zero-fills / clips
         tiles_n = n // self.tile_n
         k_blocks = k // K_BLOCK
         rm_a = (m + 127) // 128
@@ -482,7 +487,7 @@ def split_args(config: KernelConfig, m: int, n: int, k: int, l: int, c):
     key = (c.device, c.data_ptr(), config.mma_tile_mn, config.cluster_mn, config.split_k, m, n, k, l)
     hit = _SPLIT_CACHE.get(key)
     if hit is None:
-        tiles = (m // config.mma_tile_mn[0]) * (n // config.mma_tile_mn[1]) * l
+        tiles = dual_tiles(config, (m, n, k, l))
         if config.cluster_mn == (2, 1):  # split pairs, one cluster per tile, whatever the SMs
             ctas, full, splits = 2 * tiles, 0, 2
         elif not config.split_k:
