@@ -58,8 +58,9 @@ class KernelConfig:
 
     @property
     def gemms(self) -> int:
-        """GEMMs sharing one A tile: 2 for the dual problem, 1 for grouped."""
-        return 2 if self.problem == "dual" else 1
+        """GEMMs sharing one A tile: 2 for the dual problem, 1 for grouped and for the sm_90a
+        dual swap_ab kernel (B1 stacked on B2 is one 256-row register operand)."""
+        return 2 if self.problem == "dual" and not self.swap_ab else 1
 
     @property
     def cta_tile_mn(self) -> tuple[int, int]:
@@ -248,9 +249,11 @@ def check_shape(problem: str, shape, arch: str | None = None) -> list[str]:
 
 def dual_tiles(cfg: KernelConfig, shape) -> int:
     """Output tiles of a dual shape: ceil(M / tile M) x N / tile N x L (sm_90a: a partial
-    last row of tiles when M is ragged)."""
+    last row of tiles when M is ragged); swap_ab: N / 128 x ceil(M / tile N)."""
     m, n, _, l = shape
     tm, tn = cfg.mma_tile_mn
+    if cfg.swap_ab:
+        return (n // 128) * -(-m // tn) * l
     return -(-m // tm) * (n // tn) * l
 
 
@@ -258,7 +261,9 @@ def fits(cfg: KernelConfig, shape) -> bool:
     """Whether the config's tiles divide the shape where the kernel needs them to."""
     tm, tn = cfg.mma_tile_mn
     if cfg.problem == "dual":
-        m, n, _, _ = shape
+        m, n, _, l = shape
+        if cfg.swap_ab:  # sm_90a: a tile covers 128 columns of B1 and of B2; one batch
+            return n % 128 == 0 and l == 1
         # sm_90a: the last row of tiles may be partial (TMA bounds)
         return (cfg.arch == "sm_90a" or m % tm == 0) and n % tn == 0
     # grouped: M is ragged (bounded loads/stores); N must be whole tiles
@@ -408,6 +413,15 @@ def _sm90_group_swap_ab() -> KernelConfig:
     return _fill_stages(cfg, cap=4)
 
 
+def sm90_dual_swap_ab(shape) -> KernelConfig:
+    """sm_90a dual GEMM for small M (nvfp4gemm/sm90/dual_swap.py): C^T = silu(B1 A^T) *
+    (B2 A^T), 128 rows of B1 stacked on the same rows of B2 as the 256-row register operand,
+    64 rows of A (zero-filled past M) decoded into shared memory; split-K as the plan says."""
+    cfg = _fill_stages(KernelConfig("dual", "sm_90a", (256, 64), mma_warpgroups=2, epi_tile_mn=(128, 32),
+                                    rs_a=True, swap_ab=True, raster="n"), cap=4)
+    return _sm90_split(cfg, dual_tiles(cfg, shape), shape[2] // K_BLOCK)
+
+
 def _sm90_split(cfg: KernelConfig, tiles: int, k_blocks) -> KernelConfig:
     """split_k on when scheduler's plan splits these tiles on an H100/H200 (132 SMs)."""
     return replace(cfg, split_k=tiles > 0 and split_plan(tiles, SM_COUNT["sm_90a"], k_blocks)[2] > 1)
@@ -453,6 +467,16 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
             return _sm90_dual_pairs(_sm90_fill(KernelConfig(
                 problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4), shape)
 
+        m, n, k, l = shape
+        if m <= 64 and n % 128 == 0 and l == 1:
+            # Decode-sized M: the swap_ab kernel (B1 / B2 in wgmma registers, the few A rows
+            # on a 64-wide MMA N side) when its work units run at least 4 k-blocks; shorter
+            # units are dominated by fixed costs and the split-K reduction (H200, 2026-11-21,
+            # notes/sm90.md experiment 40: 16x4096x7168 40.2 -> 34.0 us, 16x14336x4096 65.6
+            # -> 49.1, 16x28672x8192 234.5 -> 169.5; 32x2048x2048 20.0 vs 21.9 stays).
+            sw = sm90_dual_swap_ab(shape)
+            if k // K_BLOCK >= 4 * split_plan(dual_tiles(sw, shape), SM_COUNT[arch], k // K_BLOCK)[2]:
+                return sw
         cfg = rule(128 if shape[1] % 128 == 0 else 64)
         # Under a third of a wave of 128-wide tiles (small M: every tile split 3+ ways through
         # the global workspace): 64-wide tiles halve the splits (pairs where that makes 2).

@@ -99,11 +99,11 @@ def time_config(problem, cfg, shape, data, timer, unsplit=False):
     from nvfp4gemm import harness, scheduler
 
     ck = harness.compile_kernel(problem, "sm_90a", cfg, shape)
-    mod, _ = harness.kernel_module(problem, "sm_90a")
+    mod, _ = harness.kernel_module(problem, "sm_90a", cfg)
     args = mod.runtime_args(data, cfg, torch.cuda.current_stream())
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if unsplit and problem == "group":  # (meta, offs, ws, cnt, items, full_tiles, splits, ctas, stream)
-        total = scheduler.grouped_tile_offsets(cfg, shape)[-1]
+    if unsplit and (problem == "group" or cfg.swap_ab):  # (meta, offs, ws, cnt, items, full, splits, ctas, stream)
+        total = dual_tiles(cfg, shape) if problem == "dual" else scheduler.grouped_tile_offsets(cfg, shape)[-1]
         args = args[:4] + (Int32(total), Int32(total), Int32(1), Int32(min(total, sms))) + args[8:]
     elif unsplit:  # dual: (..., c, ws, cnt, m, n, k, l, items, full_tiles, splits, ctas, stream)
         total = dual_tiles(cfg, shape)

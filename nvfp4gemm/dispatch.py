@@ -38,7 +38,7 @@ def plan(problem: str, shape, device: torch.device):
     if p is None:
         arch = arch_of_capability(_capability(device))
         cfg = select_config(problem, arch, shape)
-        mod, cls = harness.kernel_module(problem, arch)
+        mod, cls = harness.kernel_module(problem, arch, cfg)
         try:  # arch-specific shape rules (e.g. sm_100a dual M % 128), before any launch
             cls.can_implement(cfg, *shape) if problem == "dual" else cls.can_implement(cfg, shape)
         except ValueError as e:

@@ -73,10 +73,20 @@ def device_arch() -> str | None:
     return {9: "sm_90a", 10: "sm_100a"}.get(major, f"sm_{major}{minor}")
 
 
-def kernel_module(problem: str, arch: str):
+# Kernels selected by config.swap_ab where the problem's main kernel does not implement it
+SWAP_KERNELS = {
+    ("dual", "sm_90a"): ("nvfp4gemm.sm90.dual_swap", "Sm90DualSwapKernel"),
+}
+
+
+def kernel_module(problem: str, arch: str, config=None):
+    """(module, kernel class) for the problem on the arch; the config picks the swap_ab
+    kernel where that is a separate module."""
     if (problem, arch) not in KERNELS:
         raise ValueError(f"no kernel for problem {problem!r} on {arch!r}; have {sorted(KERNELS)}")
     mod_name, cls_name = KERNELS[(problem, arch)]
+    if config is not None and config.swap_ab and (problem, arch) in SWAP_KERNELS:
+        mod_name, cls_name = SWAP_KERNELS[(problem, arch)]
     mod = importlib.import_module(mod_name)
     return mod, getattr(mod, cls_name)
 
@@ -95,7 +105,7 @@ def compile_kernel(problem: str, arch: str, config: KernelConfig, shape,
     if config.arch != arch or config.problem != problem:
         raise ValueError(f"config is for {config.problem}/{config.arch}, asked {problem}/{arch}")
     shape = shape_key(problem, shape)
-    mod, cls = kernel_module(problem, arch)
+    mod, cls = kernel_module(problem, arch, config)
     runnable = device_arch() == arch
     key = (problem, arch, config, _static_key(mod, config, shape), runnable, bool(dump_dir or stats))
     if key in _CACHE:

@@ -84,6 +84,20 @@ def test_dual_ragged_m(shape):
     _run(R.generate_input(*shape, 15, device="cuda", poison_padding=True), "dual")
 
 
+@pytest.mark.parametrize("shape", [
+    (1, 4096, 7168, 1),  # one row; 32 tiles split 4 ways (global workspace)
+    (40, 7168, 2048, 1),  # 56 tiles split 2 ways
+    (16, 14336, 4096, 1),  # 112 whole tiles
+], ids=str)
+def test_dual_small_m_swap_ab(shape):
+    """Decode-sized M through custom_kernel: the rule picks the dual swap_ab kernel (B1 / B2
+    in wgmma registers, A on the narrow side); poisoned C and scale padding, two calls."""
+    if torch.cuda.get_device_capability()[0] == 10:
+        pytest.skip("sm_100a dual has no swap_ab kernel (and needs M % 128 == 0)")
+    assert configs.select_config("dual", "sm_90a", shape).swap_ab
+    _run(R.generate_input(*shape, 16, device="cuda", poison_padding=True), "dual")
+
+
 def test_grouped_poisoned_padding_and_tiny_m():
     data = R.generate_input([1, 40, 129], [128, 256, 128], [256, 512, 256], 3, 8, device="cuda",
                             poison_padding=True)
@@ -137,7 +151,7 @@ def _run_config(data, problem, cfg, shape):
     from nvfp4gemm import harness
 
     ck = harness.compile_kernel(problem, "sm_90a", cfg, shape)
-    mod, _ = harness.kernel_module(problem, "sm_90a")
+    mod, _ = harness.kernel_module(problem, "sm_90a", cfg)
     args = mod.runtime_args(data, cfg, torch.cuda.current_stream())
     outs = [data[-1]] if problem == "dual" else [c for _, _, c in data[0]]
     for c in outs:
@@ -227,6 +241,20 @@ def test_dual_cluster_split_pairs(shape, tile):
     if scheduler.split_plan(tiles, sms, k // 256)[1:] == (0, 2):  # global path splits 2 ways too
         _run_config(data, "dual", replace(cfg, cluster_mn=(1, 1)), shape)
         assert torch.equal(first, data[-1]), "cluster pairs and global-workspace split differ"
+
+
+@_sm90_only
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("shape", [(100, 512, 7168, 1), (17, 768, 1536, 1), (64, 1024, 256, 1)], ids=str)
+def test_dual_swap_ab_explicit(shape, split):
+    """The dual swap_ab kernel outside the rule's range: M > 64 (two 64-row tiles, the second
+    ragged), short K, one k-block; whole tiles and every tile split over K; poisoned C and
+    scale padding."""
+    from dataclasses import replace
+
+    cfg = replace(configs.sm90_dual_swap_ab(shape), split_k=split)
+    data = R.generate_input(*shape, 17, device="cuda", poison_padding=True)
+    _run_config(data, "dual", cfg, shape)
 
 
 @_sm90_only

@@ -31,9 +31,12 @@ def _cases():
         seen.setdefault(("dual", configs.select_config("dual", "sm_90a", shape)), shape)
     for shape in configs.GROUP_TESTS + configs.GROUP_BENCHMARKS:
         seen.setdefault(("group", configs.select_config("group", "sm_90a", shape)), shape)
-    # swap_ab 256x64, which the rule picks for tiny M per group (no leaderboard shape)
+    # swap_ab 256x64, which the rules pick for tiny M (no leaderboard shape): grouped, and
+    # the dual swap kernel (split and whole tiles)
     tiny_m = ((8, 4096, 7168),) * 8
     seen.setdefault(("group", configs.select_config("group", "sm_90a", tiny_m)), tiny_m)
+    for shape in ((16, 4096, 7168, 1), (16, 14336, 4096, 1)):
+        seen.setdefault(("dual", configs.select_config("dual", "sm_90a", shape)), shape)
     # the 2-buffer decode path (wgmmas drained at each sub-block barrier), which the rules
     # now pick only where 3 buffers leave fewer than 2 AB stages
     for problem, shape in (("dual", configs.DUAL_BENCHMARKS[1]), ("group", configs.GROUP_BENCHMARKS[2])):
@@ -47,10 +50,8 @@ CASES = _cases()
 
 @pytest.mark.parametrize("problem,cfg,shape", CASES, ids=[f"{p}-{c.short()}" for p, c, _ in CASES])
 def test_compiles_f16_wgmma_no_spills(problem, cfg, shape, tmp_path):
-    if problem == "dual":
-        Sm90DualGemmKernel.can_implement(cfg, *shape)
-    else:
-        Sm90GroupedGemmKernel.can_implement(cfg, shape)
+    _mod, cls = harness.kernel_module(problem, "sm_90a", cfg)
+    cls.can_implement(cfg, *shape) if problem == "dual" else cls.can_implement(cfg, shape)
     ck = harness.compile_kernel(problem, "sm_90a", cfg, shape, dump_dir=str(tmp_path))
     assert ck.ptx_path, "no PTX dumped"
     ptx = harness.read_ptx(ck.ptx_path)
@@ -58,8 +59,9 @@ def test_compiles_f16_wgmma_no_spills(problem, cfg, shape, tmp_path):
     assert mmas, "no wgmma.mma_async in the PTX"
     for n, acc, a, b in mmas:
         assert (acc, a, b) == ("f32", "f16", "f16"), mmas
-        # dual: B1 and B2 share one m64 x (2 * tile_n) wgmma (fused N)
-        assert int(n) == cfg.mma_tile_mn[1] * (2 if problem == "dual" else 1), mmas
+        # dual: B1 and B2 share one m64 x (2 * tile_n) wgmma (fused N); dual swap_ab
+        # stacks them on the M side instead (cfg.gemms == 1)
+        assert int(n) == cfg.mma_tile_mn[1] * cfg.gemms, mmas
     assert "e2m1" not in ptx, "e2m1 conversion instruction in sm_90a PTX"
     if cfg.rs_a:  # A from registers: wgmma's A operand is a {4 x b32} register list
         assert re.search(r"wgmma\.mma_async[^;]*\}, \{%r", ptx), "rs_a but no register-A wgmma"
@@ -93,6 +95,25 @@ def test_dual_ragged_m_is_accepted(shape):
     Sm90DualGemmKernel.can_implement(cfg, *shape)
     m, n, _, l = shape
     assert configs.dual_tiles(cfg, shape) == -(-m // 128) * (n // cfg.mma_tile_mn[1]) * l
+
+
+def test_dual_small_m_rule_and_swap_constraints():
+    """The rule picks the dual swap_ab kernel for M <= 64 when its work units run >= 4
+    k-blocks (notes/sm90.md experiment 40), and that kernel names what it cannot do."""
+    from nvfp4gemm.sm90.dual_swap import Sm90DualSwapKernel
+
+    for shape, swap in (((16, 4096, 7168, 1), True), ((1, 14336, 4096, 1), True), ((64, 7168, 2048, 1), True),
+                        ((32, 2048, 2048, 1), False), ((16, 512, 7168, 1), False), ((65, 4096, 7168, 1), False),
+                        ((16, 4096, 7168, 2), False), ((16, 4032, 7168, 1), False)):
+        cfg = configs.select_config("dual", "sm_90a", shape)
+        assert cfg.swap_ab == swap, (shape, cfg.short())
+        assert harness.kernel_module("dual", "sm_90a", cfg)[1] is (Sm90DualSwapKernel if swap else Sm90DualGemmKernel)
+    cfg = configs.sm90_dual_swap_ab((16, 4096, 7168, 1))
+    assert cfg.gemms == 1 and configs.sm90_acc_registers(cfg) == 64
+    with pytest.raises(ValueError, match="L=2"):
+        Sm90DualSwapKernel.can_implement(cfg, 16, 4096, 7168, 2)
+    with pytest.raises(ValueError, match="N=4032 must be a multiple of the tile M .swap_ab. 128"):
+        Sm90DualSwapKernel.can_implement(cfg, 16, 4032, 7168, 1)
 
 
 def test_grouped_can_implement_names_constraint():

@@ -30,8 +30,10 @@ def modules_for(problem: str) -> list[str]:
     plus both architectures' kernels for that problem (and what those import)."""
     from nvfp4gemm.harness import KERNELS
 
+    from nvfp4gemm.harness import SWAP_KERNELS
+
     files = list(COMMON)
-    for (prob, _arch), (mod, _cls) in sorted(KERNELS.items()):
+    for (prob, _arch), (mod, _cls) in sorted(KERNELS.items()) + sorted(SWAP_KERNELS.items()):
         if prob != problem:
             continue
         pkg = os.path.dirname(mod.replace(".", "/"))
@@ -49,9 +51,23 @@ def modules_for(problem: str) -> list[str]:
 
 
 def _is_other_problem_kernel(path: str, problem: str) -> bool:
-    from nvfp4gemm.harness import KERNELS
+    """Another problem's kernel module that none of this problem's kernels imports (the
+    dual swap_ab kernel builds on the grouped one)."""
+    from nvfp4gemm.harness import KERNELS, SWAP_KERNELS
 
-    return any(mod.replace(".", "/") + ".py" == path and prob != problem for (prob, _), (mod, _) in KERNELS.items())
+    mods = list(KERNELS.items()) + list(SWAP_KERNELS.items())
+    other = any(mod.replace(".", "/") + ".py" == path and prob != problem for (prob, _), (mod, _) in mods)
+    if not other:
+        return False
+    name = path[:-3].replace("/", ".")
+    pkg, leaf = name.rsplit(".", 1)
+    for (prob, _), (mod, _) in mods:
+        if prob == problem and os.path.exists(os.path.join(ROOT, mod.replace(".", "/") + ".py")):
+            with open(os.path.join(ROOT, mod.replace(".", "/") + ".py")) as f:
+                src = f.read()
+            if f"import {name}" in src or f"from {pkg} import {leaf}" in src:
+                return False
+    return True
 
 
 LOADER = '''

@@ -96,18 +96,17 @@ class Sm90Common:
         if config.arch != "sm_90a":
             raise ValueError(f"config arch {config.arch} is not sm_90a")
         tm, tn = config.mma_tile_mn
-        # grouped swap_ab (C^T = B A^T): each consumer warpgroup holds 2 x 64 rows of B
-        swap = config.problem == "group" and config.swap_ab
+        # swap_ab (C^T = B A^T): each consumer warpgroup holds 2 x 64 rows of B (dual: 64
+        # rows of B1 and the same 64 rows of B2)
+        swap = config.swap_ab
         if config.mma_warpgroups != 2 or tm != (256 if swap else 128):
-            raise ValueError(f"sm_90a kernels need tile M == 128 (256 with grouped swap_ab) with 2 consumer "
+            raise ValueError(f"sm_90a kernels need tile M == 128 (256 with swap_ab) with 2 consumer "
                              f"warpgroups, got {tm} x wg{config.mma_warpgroups}")
-        if tn not in ((48, 64, 96, 128) if config.problem == "dual" else (64,) if swap else (64, 128, 256)):
+        if tn not in ((64,) if swap else (48, 64, 96, 128) if config.problem == "dual" else (64, 128, 256)):
             raise ValueError(f"sm_90a tile N must be 64 or 128 (also 48, 96 for dual; 256 for grouped; "
                              f"64 with swap_ab), got {tn}")
-        if config.swap_ab and not swap:
-            raise ValueError("sm_90a dual kernel does not implement swap_ab")
         # cluster (2, 1): dual split-K pairs reduced through distributed shared memory
-        pair = config.problem == "dual" and config.cluster_mn == (2, 1)
+        pair = config.problem == "dual" and config.cluster_mn == (2, 1) and not swap
         if (config.cluster_mn != (1, 1) and not pair) or config.cta_group != 1:
             raise ValueError("sm_90a kernels run without clusters (cluster_mn == (1, 1), cta_group == 1; "
                              "dual also (2, 1): split-K pairs)")
@@ -128,8 +127,13 @@ class Sm90Common:
         grouped swap_ab, whose MMA M side runs over N)."""
         Sm90Common.check_config(config)
         errs = check_shape(problem, shape, "sm_90a")
-        # the tile side over N: MMA N, or MMA M with swap_ab
+        # the tile side over N: MMA N, or MMA M with swap_ab (dual swap_ab: 128 columns of
+        # B1 stacked on the same columns of B2)
         tn = config.mma_tile_mn[0 if config.swap_ab else 1]
+        if problem == "dual" and config.swap_ab:
+            tn = 128
+            if shape[3] != 1:
+                errs.append(f"L={shape[3]}: the dual swap_ab kernel runs one batch (L == 1)")
         if problem == "dual":
             ns = [("", shape[1])]
         else:

@@ -64,6 +64,8 @@ class Sm90GroupedGemmKernel(Sm90Common):
         self.load_regs = 104
         self.mma_regs = 200
         self.swap = config.swap_ab
+        # swap_ab: N columns covered by one tile (the MMA M side: 256 rows of B_g)
+        self.n_per_tile = self.tile_m
 
     @staticmethod
     def can_implement(config: KernelConfig, shapes) -> None:
@@ -133,7 +135,7 @@ class Sm90GroupedGemmKernel(Sm90Common):
         ng = Int32(meta[(g, 6)])
         kg = Int32(meta[(g, 7)])
         if cutlass.const_expr(self.swap):  # MMA M over N_g (whole tiles), MMA N over ragged M_g
-            tiles_m = ng // self.tile_m
+            tiles_m = ng // self.n_per_tile
             tiles_n = (mg + self.tile_n - 1) // self.tile_n
         else:
             tiles_m = (mg + self.tile_m - 1) // self.tile_m
@@ -168,6 +170,10 @@ class Sm90GroupedGemmKernel(Sm90Common):
             n0 = nb * self.tile_n
             sfa_atom = Int64(mb * self.sfa_atoms * k64)  # the tile's rows: atoms from m0 / 128
             sfb_atom = Int64(((n0 // 128) * k64))
+            if cutlass.const_expr(self.swap):
+                # per 128-row half of the register operand: (source, first row), and per
+                # scale atom: (source, atom index)
+                halves, sf_atoms = self.reg_operand_sources(meta, g, mb, m0, ra_g, sfa_g, sfa_atom, k64)
             nk = kg // K_BLOCK
             for kb in cutlass.range(s * nk // ns, (s + 1) * nk // ns, unroll=1):
                 ab_pipe.producer_acquire(state)
@@ -177,7 +183,8 @@ class Sm90GroupedGemmKernel(Sm90Common):
                     row = row0 + 16 * i
                     dst = decode.swizzle128_chunk_addr(a_s + si * self.a_stage_bytes, row, chunk)
                     if cutlass.const_expr(self.swap):
-                        decode.cp_async_16(dst, ra_g + Int64(m0 + row) * kh + kofs, Int32(16))
+                        src_h, m0_h = halves[i // 8]
+                        decode.cp_async_16(dst, src_h + Int64(m0_h + row) * kh + kofs, Int32(16))
                     else:
                         ok = Int32((m0 + row) < mg)  # rows past M_g: zero-fill, read nothing
                         src_row = Int64((m0 + row) * ok)
@@ -194,8 +201,12 @@ class Sm90GroupedGemmKernel(Sm90Common):
                 # 2 KB of scales per 128-row atom: 4 consecutive 512-byte blocks (one k-block)
                 sf_ofs = Int64(kb * SF_STAGE_BYTES + tidx * 16)
                 for a in cutlass.range_constexpr(self.sfa_atoms):
+                    if cutlass.const_expr(self.swap):
+                        sf_src, atom = sf_atoms[a]
+                    else:
+                        sf_src, atom = sfa_g, sfa_atom + a * k64
                     decode.cp_async_16(sfa_s + (si * self.sfa_atoms + a) * SF_STAGE_BYTES + tidx * 16,
-                                       sfa_g + (sfa_atom + a * k64) * 512 + sf_ofs, Int32(16))
+                                       sf_src + atom * 512 + sf_ofs, Int32(16))
                 # tile N 256: the B tile spans two consecutive 128-row atoms
                 for a in cutlass.range_constexpr(self.sfb_atoms):
                     decode.cp_async_16(sfb_s + (si * self.sfb_atoms + a) * SF_STAGE_BYTES + tidx * 16,
@@ -204,6 +215,13 @@ class Sm90GroupedGemmKernel(Sm90Common):
                 state.advance()
             item += cute.arch.grid_dim()[0]
         ab_pipe.producer_tail(state)
+
+    def reg_operand_sources(self, meta, g, mb, m0, ra_g, sfa_g, sfa_atom, k64):
+        """swap_ab producer: where the register operand's rows and scale atoms come from.
+        Grouped: 256 consecutive rows of B_g from row m0 (both 128-row halves from the same
+        tensor) and the two consecutive atoms from sfa_atom.  (The dual swap kernel stacks
+        128 rows of B1 on the same 128 rows of B2.)"""
+        return ([(ra_g, m0)] * 2, [(sfa_g, sfa_atom + a * k64) for a in range(self.sfa_atoms)])
 
     @cute.jit
     def consumer(self, st, ab_pipe, tiled_mma, meta: cute.Tensor, offs: cute.Tensor, ws_ptr, cnt_ptr,

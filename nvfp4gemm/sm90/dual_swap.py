@@ -1,0 +1,143 @@
+"""Hopper (sm_90a) fused NVFP4 dual GEMM for small M: C^T = silu(B1 A^T) * (B2 A^T).
+
+The dual kernel (dual_gemm.py) runs 128-row wgmmas over M and decodes B1/B2 into shared
+memory; with a decode-sized M (1..64 rows) almost all of that MMA is padding, and every B
+row is stored once per tile.  This kernel swaps the operands, as the grouped swap_ab path
+does, and is that kernel with three changes (it subclasses `Sm90GroupedGemmKernel`):
+
+  - the register operand (the wgmma M side, 2 x 64 rows per consumer warpgroup) is 128
+    rows of B1 stacked on the same 128 rows of B2, so a tile covers 128 columns of C and
+    the accumulator rows r and r + 128 are x1 and x2 of one output (`reg_operand_sources`,
+    `n_per_tile`);
+  - the smem operand is 64 rows of A (ragged M pads to 64, rows past M zero-filled by the
+    cp.async producer, exactly as grouped);
+  - the epilogue pairs rep 0 (x1) with rep 1 (x2) through the shared `silu_mul` and
+    writes C[m, n] transposed from the accumulator (`store_c_t`), rows >= M skipped.
+
+Split-K, the group-table plumbing (one "group": row 0 = A, B1, C, SFA, SFB1, M, N, K; row
+1 holds B2 and SFB2 in the B and SFB fields and is never scheduled) and the mainloop are
+the grouped kernel's.
+
+Constraints (can_implement): configs.check_shape (N % 64, K % 256), N % 128 == 0, L == 1,
+any M >= 1; config tile 256 x 64, swap_ab, 2 consumer warpgroups, no cluster.
+"""
+
+from __future__ import annotations
+
+import cuda.bindings.driver as cuda
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Int32
+
+from configs import K_BLOCK, KernelConfig, dual_tiles
+from nvfp4gemm import scheduler
+from nvfp4gemm.epilogue import silu_mul
+from nvfp4gemm.sm90 import decode
+from nvfp4gemm.sm90 import grouped_gemm as grouped
+from nvfp4gemm.sm90.common import Sm90Common, sm_count
+
+N_PER_TILE = 128  # columns of C per tile: 128 rows of B1 + the same 128 rows of B2
+
+
+class Sm90DualSwapKernel(grouped.Sm90GroupedGemmKernel):
+    def __init__(self, config: KernelConfig):
+        if config.problem != "dual" or not config.swap_ab:
+            raise ValueError("Sm90DualSwapKernel needs a dual config with swap_ab")
+        super().__init__(config)
+        self.n_per_tile = N_PER_TILE
+
+    @staticmethod
+    def can_implement(config: KernelConfig, m: int, n: int, k: int, l: int) -> None:
+        if config.problem != "dual" or not config.swap_ab:
+            raise ValueError("Sm90DualSwapKernel needs a dual config with swap_ab")
+        Sm90Common.check_problem(config, "dual", (m, n, k, l))
+
+    def reg_operand_sources(self, meta, g, mb, m0, ra_g, sfa_g, sfa_atom, k64):
+        """Rows 0..127 of the register operand from B1 row mb * 128, rows 128..255 from the
+        same rows of B2 (table row 1); scale atom 0 of B1, atom 1 of B2, both atom mb."""
+        r0 = mb * N_PER_TILE
+        atom = cutlass.Int64(mb * k64)  # 128-row atom mb of each B, k-block 0
+        return ([(ra_g, r0), (meta[(1, 1)], r0 - N_PER_TILE)],
+                [(sfa_g, atom), (meta[(1, 4)], atom)])
+
+    @cute.jit
+    def store_c_t(self, acc, tCcC, c_g, n0, m0, mg, ng, ct):
+        """silu(x1) * x2 of a tile, written transposed: accumulator element (r, c), r < 128,
+        is x1 of C[m0 + c, n_base + r] and element (r + 128, c) (the same thread's rep 1
+        value) its x2; n_base = mb * 128 = n0 / 2 (the caller passes mb * tile_m).  Rows
+        (of C) >= M are skipped.  As grouped: each thread packs its fp16 pair (r, c),
+        (r, c + 1), swaps it with lane + 4 (rows r + 1) and stores one 32-bit pair."""
+        scale = cutlass.Float32(decode.ACC_RESCALE)
+        nb0 = n0 // 2
+        # (M, N / 2) fp16 pairs of C
+        mC2 = cute.make_tensor(cute.make_ptr(cutlass.Int32, c_g, cute.AddressSpace.gmem, assumed_align=16),
+                               cute.make_layout((mg, ng // 2), stride=(ng // 2, 1)))
+        # value i of rep 0 and value i + half of rep 1 are the same (r, c) 128 rows apart
+        half = cute.size(acc) // 2
+        assert str(tCcC.layout) == "((2,2,8),2,1):((1@1,8@0,8@1),128@0,0)", tCcC.layout
+        odd = (ct // 4) % 2
+        sel = 0x5410 + odd * (0x3276 - 0x5410)
+        for i in cutlass.range_constexpr(half // 2):
+            r, c = tCcC[2 * i]
+            y0 = silu_mul(acc[2 * i] * scale, acc[half + 2 * i] * scale)
+            y1 = silu_mul(acc[2 * i + 1] * scale, acc[half + 2 * i + 1] * scale)
+            p = decode.pack_f16x2(y0, y1)
+            q = cute.arch.shuffle_sync_bfly(p, 4)
+            row = m0 + c + odd
+            if row < mg:
+                mC2[(row, (nb0 + r - odd) // 2)] = decode.prmt(p, q, sel)
+
+
+# ---------------------------------------------------------------------- host helpers
+
+
+def shared_storage_bytes(config: KernelConfig) -> int:
+    return Sm90Common.smem_bytes_of(config, 1)
+
+
+def compile_args(config: KernelConfig, m: int, n: int, k: int, l: int) -> tuple:
+    return grouped.compile_args(config, ((m, n, k),))
+
+
+_TABLE_CACHE: dict = {}
+
+
+def runtime_args(data, config: KernelConfig, stream) -> tuple:
+    """The grouped kernel's arguments for one dual problem: a 2-row table (row 1 carries B2
+    and its scales), tile prefix sums [0, tiles, never...], the split plan and its
+    workspace; cached by the tensors' addresses and the shape."""
+    import torch
+    from cutlass.cute.runtime import make_ptr
+
+    a, b1, b2, _sfa, _sfb1, _sfb2, sfa_p, sfb1_p, sfb2_p, c = data
+    m, kh, l = a.shape
+    n, k = b1.shape[0], 2 * kh
+    key = (config, m, n, k) + tuple(t.data_ptr() for t in (a, b1, b2, sfa_p, sfb1_p, sfb2_p, c))
+    hit = _TABLE_CACHE.get(key)
+    if hit is None:
+        dev = c.device
+        rows = [[a.data_ptr(), b1.data_ptr(), c.data_ptr(), sfa_p.data_ptr(), sfb1_p.data_ptr(), m, n, k],
+                [0, b2.data_ptr(), 0, 0, sfb2_p.data_ptr(), 0, 0, 0]]
+        rows += [[0] * grouped.META_FIELDS] * (grouped.MAX_GROUPS - len(rows))
+        total = dual_tiles(config, (m, n, k, l))
+        offs = [0, total] + [1 << 30] * (grouped.MAX_GROUPS - 1)
+        meta_t = torch.tensor(rows, dtype=torch.int64, device=dev)
+        offs_t = torch.tensor(offs, dtype=torch.int32, device=dev)
+        if config.split_k:
+            ctas, full, splits = scheduler.split_plan(total, sm_count(dev), k // K_BLOCK)
+        else:
+            ctas, full, splits = min(total, sm_count(dev)), total, 1
+        n_tail = total - full
+        acc_per_thread = config.mma_tile_mn[0] * config.mma_tile_mn[1] // 256
+        ws_t = torch.empty(max(1, n_tail * splits * acc_per_thread * 256), dtype=torch.float32, device=dev)
+        cnt_t = torch.zeros(max(1, n_tail), dtype=torch.int32, device=dev)
+        if len(_TABLE_CACHE) > 64:
+            _TABLE_CACHE.clear()
+        hit = _TABLE_CACHE[key] = (meta_t, offs_t, ws_t, cnt_t, full + n_tail * splits, full, splits, ctas)
+    meta_t, offs_t, ws_t, cnt_t, items, full, splits, ctas = hit
+    if not isinstance(stream, cuda.CUstream):
+        stream = cuda.CUstream(stream.cuda_stream)
+    p = lambda dt, t: make_ptr(dt, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)  # noqa: E731
+    return (p(cutlass.Int64, meta_t), p(cutlass.Int32, offs_t), p(cutlass.Float32, ws_t), p(cutlass.Int32, cnt_t),
+            Int32(items), Int32(full), Int32(splits), Int32(ctas), stream)
