@@ -30,6 +30,9 @@ straddle two 128-row scale atoms, so each stage holds two per B (`sfb_atoms`); t
 decodes B in 16-code quarter tasks (3 per consumer thread, balanced over both warpgroups);
 tile N 48 uses a 128x16 epilogue subtile.
 
+Decode-sized M (<= 64) usually goes to the swap_ab kernel instead (dual_swap.py; rule in
+configs.default_config).
+
 Ragged M: any M >= 1.  The TMA loads zero-fill A rows past M and the TMA stores clip C
 rows past M; the last row of tiles decodes those zero rows with whatever the scale padding
 holds (NaN in the poisoned tests), which reaches only accumulator rows past M (no
