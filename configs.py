@@ -413,13 +413,41 @@ def _sm90_group_swap_ab() -> KernelConfig:
     return _fill_stages(cfg, cap=4)
 
 
-def sm90_dual_swap_ab(shape) -> KernelConfig:
+def sm90_dual_tile_rule(shape) -> KernelConfig:
+    """The sm_90a dual kernel's own rule (dual_gemm.py; `default_config` sends small M to the
+    swap_ab kernel first): 128 x 128 tiles (64 where N needs it), split-K / cluster pairs by
+    the plan."""
+    def rule(tn):
+        return _sm90_dual_pairs(_sm90_fill(KernelConfig(
+            "dual", "sm_90a", (128, tn), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4), shape)
+
+    cfg = rule(128 if shape[1] % 128 == 0 else 64)
+    # Under a third of a wave of 128-wide tiles (small M: every tile split 3+ ways through
+    # the global workspace): 64-wide tiles halve the splits (pairs where that makes 2).
+    # H200, 2026-11-21, same process: 16x4096x7168 46.5 -> 40.1 us, 64x4096x7168 47.3 ->
+    # 40.6 (notes/sm90.md experiment 39).
+    plan = split_plan(dual_tiles(cfg, shape), SM_COUNT["sm_90a"], shape[2] // K_BLOCK)
+    if cfg.mma_tile_mn[1] == 128 and plan[1] == 0 and plan[2] > 2:
+        cfg = rule(64)
+    return cfg
+
+
+def sm90_dual_swap_ab(shape, tn: int | None = None) -> KernelConfig:
     """sm_90a dual GEMM for small M (nvfp4gemm/sm90/dual_swap.py): C^T = silu(B1 A^T) *
     (B2 A^T), 128 rows of B1 stacked on the same rows of B2 as the 256-row register operand,
     64 rows of A (zero-filled past M) decoded into shared memory; split-K as the plan says."""
-    cfg = _fill_stages(KernelConfig("dual", "sm_90a", (256, 64), mma_warpgroups=2, epi_tile_mn=(128, 32),
+    tn = tn or swap_mma_n(shape[0])
+    cfg = _fill_stages(KernelConfig("dual", "sm_90a", (256, tn), mma_warpgroups=2,
+                                    epi_tile_mn=(128, 32 if tn % 32 == 0 else 16),
                                     rs_a=True, swap_ab=True, raster="n"), cap=4)
     return _sm90_split(cfg, dual_tiles(cfg, shape), shape[2] // K_BLOCK)
+
+
+def swap_mma_n(m: int) -> int:
+    """MMA N (rows of A per tile) of an sm_90a swap_ab tile for M rows: the narrowest of 16,
+    32, 64 that holds them (the wgmma on padding rows is on the critical path: doubling it
+    added ~0.9 us per k-block, notes/sm90.md experiment 41), 64 beyond."""
+    return 16 if m <= 16 else 32 if m <= 32 else 64
 
 
 def _sm90_split(cfg: KernelConfig, tiles: int, k_blocks) -> KernelConfig:
@@ -463,29 +491,19 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         return _fill_stages(_sm100_acc_stages(cfg), cap=6)
     # sm_90a
     if problem == "dual":
-        def rule(tn):
-            return _sm90_dual_pairs(_sm90_fill(KernelConfig(
-                problem, arch, (128, tn), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4), shape)
-
         m, n, k, l = shape
         if m <= 64 and n % 128 == 0 and l == 1:
             # Decode-sized M: the swap_ab kernel (B1 / B2 in wgmma registers, the few A rows
-            # on a 64-wide MMA N side) when its work units run at least 4 k-blocks; shorter
-            # units are dominated by fixed costs and the split-K reduction (H200, 2026-11-21,
-            # notes/sm90.md experiment 40: 16x4096x7168 40.2 -> 34.0 us, 16x14336x4096 65.6
-            # -> 49.1, 16x28672x8192 234.5 -> 169.5; 32x2048x2048 20.0 vs 21.9 stays).
+            # on the MMA N side, 16 / 32 / 64 wide).  With N 16 or 32 it beat the 128x64 rule
+            # on every shape measured (H200, 2026-11-21, notes/sm90.md experiments 40-41:
+            # 16x4096x7168 40.2 -> 27.0 us, 16x28672x8192 234.5 -> 141.3, 32x2048x2048 20.7
+            # -> 17.5, 16x512x7168 26.6 -> 20.7); with N 64 only where its work units run at
+            # least 4 k-blocks (shorter ones lost 1-9%: fixed costs and split-K reduction).
             sw = sm90_dual_swap_ab(shape)
-            if k // K_BLOCK >= 4 * split_plan(dual_tiles(sw, shape), SM_COUNT[arch], k // K_BLOCK)[2]:
+            if sw.mma_tile_mn[1] < 64 or \
+                    k // K_BLOCK >= 4 * split_plan(dual_tiles(sw, shape), SM_COUNT[arch], k // K_BLOCK)[2]:
                 return sw
-        cfg = rule(128 if shape[1] % 128 == 0 else 64)
-        # Under a third of a wave of 128-wide tiles (small M: every tile split 3+ ways through
-        # the global workspace): 64-wide tiles halve the splits (pairs where that makes 2).
-        # H200, 2026-11-21, same process: 16x4096x7168 46.5 -> 40.1 us, 64x4096x7168 47.3 ->
-        # 40.6 (notes/sm90.md experiment 38).
-        plan = split_plan(dual_tiles(cfg, shape), SM_COUNT[arch], shape[2] // K_BLOCK)
-        if cfg.mma_tile_mn[1] == 128 and plan[1] == 0 and plan[2] > 2:
-            cfg = rule(64)
-        return cfg
+        return sm90_dual_tile_rule(shape)
     # grouped: rank the legal tiles by the cost model (128 x 256, 128 x 128, swap 256 x 64),
     # 128 x 64 when N only allows that
     cands = []
@@ -501,7 +519,15 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         # split_k compiled in even where the plan does not split: without it the grouped
         # kernel measured 2-9% slower on the three unsplit benchmark cases (H200, same run;
         # the dual kernel the other way round, 1-2% faster: notes/sm90.md experiment 26)
-        return replace(min(cands, key=lambda c: sm90_group_cost(c, shape)), split_k=True)
+        best = replace(min(cands, key=lambda c: sm90_group_cost(c, shape)), split_k=True)
+        mmax = max(m for m, _, _ in shape)
+        if best.swap_ab and swap_mma_n(mmax) < 64:
+            # every group's M fits 16 / 32 rows: narrow the MMA N side (same tile count;
+            # H200: g8 x M 8, N 4096, K 7168 81.0 -> 66.9 us, experiment 41)
+            tn = swap_mma_n(mmax)
+            best = _fill_stages(replace(best, mma_tile_mn=(256, tn), epi_tile_mn=(128, 32 if tn % 32 == 0 else 16)),
+                                cap=4)
+        return best
     cfg = KernelConfig(problem, arch, (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
                        split_k=True)
     return _sm90_fill(cfg, cap=4)

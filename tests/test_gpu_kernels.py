@@ -68,8 +68,8 @@ def test_dual_poisoned_padding():
 
 
 @pytest.mark.parametrize("shape", [
-    (1, 512, 256, 1),  # one row: 127 of the 128 tile rows are TMA zero-fill
-    (16, 4096, 7168, 1),  # decode-sized batch: 64 tiles of 128x64 in 2-CTA cluster pairs
+    (1, 512, 256, 1),  # one row: 127 of the 128 tile rows are TMA zero-fill (dual kernel)
+    (16, 4096, 7168, 1),  # decode-sized batch; dual kernel: 64 tiles of 128x64 in cluster pairs
     (100, 512, 7168, 1),  # 8 tiles, each split 8 ways (global workspace)
     (200, 768, 1536, 2),  # partial second row of tiles, two batches (per-batch bounds), pairs
     (130, 4096, 2048, 1),  # 2 rows (the second: 2 real rows), 128x128 pairs
@@ -78,16 +78,21 @@ def test_dual_poisoned_padding():
 ], ids=str)
 def test_dual_ragged_m(shape):
     """sm_90a dual with M not a multiple of 128, poisoned C and scale padding (the padded A
-    rows decode to NaN; none may reach C), twice through custom_kernel."""
+    rows decode to NaN; none may reach C), twice through custom_kernel; where the rule sends
+    the shape to the small-M swap_ab kernel, the dual kernel's own config runs too."""
     if torch.cuda.get_device_capability()[0] == 10:
         pytest.skip("the sm_100a dual kernel requires M % 128 == 0")
-    _run(R.generate_input(*shape, 15, device="cuda", poison_padding=True), "dual")
+    data = R.generate_input(*shape, 15, device="cuda", poison_padding=True)
+    _run(data, "dual")
+    if configs.select_config("dual", "sm_90a", shape).swap_ab:
+        _run_config(data, "dual", configs.sm90_dual_tile_rule(shape), shape)
 
 
 @pytest.mark.parametrize("shape", [
-    (1, 4096, 7168, 1),  # one row; 32 tiles split 4 ways (global workspace)
-    (40, 7168, 2048, 1),  # 56 tiles split 2 ways
-    (16, 14336, 4096, 1),  # 112 whole tiles
+    (1, 4096, 7168, 1),  # one row, MMA N 16; 32 tiles split 4 ways (global workspace)
+    (40, 7168, 2048, 1),  # MMA N 64; 56 tiles split 2 ways
+    (16, 14336, 4096, 1),  # MMA N 16; 112 whole tiles
+    (29, 2048, 2048, 1),  # MMA N 32; 16 tiles split 8 ways
 ], ids=str)
 def test_dual_small_m_swap_ab(shape):
     """Decode-sized M through custom_kernel: the rule picks the dual swap_ab kernel (B1 / B2
@@ -141,8 +146,8 @@ def test_dual_split_k(shape, splits, full):
 
 def _sm90_group_cfg(tile, swap=False, split_k=False):
     return configs._fill_stages(configs.KernelConfig(
-        "group", "sm_90a", tile, mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True, swap_ab=swap,
-        raster="n" if swap else "m", split_k=split_k), cap=4)
+        "group", "sm_90a", tile, mma_warpgroups=2, epi_tile_mn=(128, 32 if tile[1] % 32 == 0 else 16), rs_a=True,
+        swap_ab=swap, raster="n" if swap else "m", split_k=split_k), cap=4)
 
 
 def _run_config(data, problem, cfg, shape):
@@ -178,7 +183,9 @@ _sm90_only = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_
     ((128, 256), False, ((200, 4096, 1024), (1, 4352, 512), (77, 6656, 768), (300, 3072, 2048), (65, 7680, 512))),
     # 128x256, under half a wave: every one of the 36 tiles split 3 ways (ragged M 129, 1)
     ((128, 256), False, ((129, 2048, 768), (1, 4096, 1536), (64, 1024, 768))),
-], ids=["128x128-tail", "swap-tail", "128x256-tail", "128x256-all"])
+    # swap with MMA N 16 (decode-sized M): 40 tiles, every one split 3 ways
+    ((256, 16), True, ((8, 4096, 1792), (16, 2048, 1024), (3, 4096, 768))),
+], ids=["128x128-tail", "swap-tail", "128x256-tail", "128x256-all", "swap16-all"])
 def test_grouped_split_k(tile, swap, shape):
     """Grouped split-K (partial-wave tail, or every tile when under half a wave) for each
     tile kind: poisoned C and scale padding, the same input three times (the kernel resets
@@ -202,7 +209,7 @@ def test_grouped_split_k(tile, swap, shape):
 
 @_sm90_only
 @pytest.mark.parametrize("tile,swap", [((128, 64), False), ((128, 128), False), ((128, 256), False),
-                                       ((256, 64), True)], ids=str)
+                                       ((256, 64), True), ((256, 32), True), ((256, 16), True)], ids=str)
 def test_grouped_every_tile_kind(tile, swap):
     """Each grouped tile kind on ragged M (1, 40, 129, 64), poisoned scale padding."""
     shape = ((1, 256, 256), (40, 512, 512), (129, 256, 256), (64, 768, 256))
@@ -245,14 +252,15 @@ def test_dual_cluster_split_pairs(shape, tile):
 
 @_sm90_only
 @pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("tn", [16, 32, 64])
 @pytest.mark.parametrize("shape", [(100, 512, 7168, 1), (17, 768, 1536, 1), (64, 1024, 256, 1)], ids=str)
-def test_dual_swap_ab_explicit(shape, split):
-    """The dual swap_ab kernel outside the rule's range: M > 64 (two 64-row tiles, the second
-    ragged), short K, one k-block; whole tiles and every tile split over K; poisoned C and
-    scale padding."""
+def test_dual_swap_ab_explicit(shape, tn, split):
+    """The dual swap_ab kernel with each MMA N and outside the rule's range: several A tiles
+    per column block, the last ragged (M 100, 17 with N 16), a single k-block; whole tiles
+    and every tile split over K; poisoned C and scale padding."""
     from dataclasses import replace
 
-    cfg = replace(configs.sm90_dual_swap_ab(shape), split_k=split)
+    cfg = replace(configs.sm90_dual_swap_ab(shape, tn), split_k=split)
     data = R.generate_input(*shape, 17, device="cuda", poison_padding=True)
     _run_config(data, "dual", cfg, shape)
 

@@ -33,9 +33,9 @@ def _cases():
         seen.setdefault(("group", configs.select_config("group", "sm_90a", shape)), shape)
     # swap_ab 256x64, which the rules pick for tiny M (no leaderboard shape): grouped, and
     # the dual swap kernel (split and whole tiles)
-    tiny_m = ((8, 4096, 7168),) * 8
-    seen.setdefault(("group", configs.select_config("group", "sm_90a", tiny_m)), tiny_m)
-    for shape in ((16, 4096, 7168, 1), (16, 14336, 4096, 1)):
+    for tiny_m in (((8, 4096, 7168),) * 8, ((32, 4096, 7168),) * 8, ((64, 4096, 7168),) * 8):  # MMA N 16, 32, 64
+        seen.setdefault(("group", configs.select_config("group", "sm_90a", tiny_m)), tiny_m)
+    for shape in ((16, 4096, 7168, 1), (32, 4096, 7168, 1), (64, 4096, 7168, 1), (16, 14336, 4096, 1)):
         seen.setdefault(("dual", configs.select_config("dual", "sm_90a", shape)), shape)
     # the 2-buffer decode path (wgmmas drained at each sub-block barrier), which the rules
     # now pick only where 3 buffers leave fewer than 2 AB stages
@@ -92,24 +92,35 @@ def test_dual_ragged_m_is_accepted(shape):
     can_implement passes (the sm_100a kernel keeps M % 128, test_sm100_dual_compile)."""
     cfg = configs.select_config("dual", "sm_90a", shape)
     assert configs.fits(cfg, shape)
-    Sm90DualGemmKernel.can_implement(cfg, *shape)
+    harness.kernel_module("dual", "sm_90a", cfg)[1].can_implement(cfg, *shape)
     m, n, _, l = shape
-    assert configs.dual_tiles(cfg, shape) == -(-m // 128) * (n // cfg.mma_tile_mn[1]) * l
+    if cfg.swap_ab:  # M = 1: the small-M kernel, tiles of 128 columns x MMA N rows of A
+        assert configs.dual_tiles(cfg, shape) == -(-m // cfg.mma_tile_mn[1]) * (n // 128) * l
+    else:
+        assert configs.dual_tiles(cfg, shape) == -(-m // 128) * (n // cfg.mma_tile_mn[1]) * l
 
 
 def test_dual_small_m_rule_and_swap_constraints():
-    """The rule picks the dual swap_ab kernel for M <= 64 when its work units run >= 4
-    k-blocks (notes/sm90.md experiment 40), and that kernel names what it cannot do."""
+    """The rule picks the dual swap_ab kernel for M <= 32 (MMA N 16 / 32), and for M <= 64
+    (MMA N 64) when its work units run >= 4 k-blocks (notes/sm90.md experiments 40-41); the
+    grouped rule narrows its swap tile the same way; the kernel names what it cannot do."""
+    for ms, tn in (([8] * 8, 16), ([32] * 8, 32), ([1, 40, 17], 64)):
+        g = configs.select_config("group", "sm_90a", tuple((m, 4096, 7168) for m in ms))
+        assert g.swap_ab and g.mma_tile_mn == (256, tn), g.short()
     from nvfp4gemm.sm90.dual_swap import Sm90DualSwapKernel
 
-    for shape, swap in (((16, 4096, 7168, 1), True), ((1, 14336, 4096, 1), True), ((64, 7168, 2048, 1), True),
-                        ((32, 2048, 2048, 1), False), ((16, 512, 7168, 1), False), ((65, 4096, 7168, 1), False),
-                        ((16, 4096, 7168, 2), False), ((16, 4032, 7168, 1), False)):
+    for shape, swap in (((16, 4096, 7168, 1), 16), ((1, 14336, 4096, 1), 16), ((64, 7168, 2048, 1), 64),
+                        ((32, 2048, 2048, 1), 32), ((16, 512, 7168, 1), 16), ((48, 3072, 4096, 1), False),
+                        ((65, 4096, 7168, 1), False), ((16, 4096, 7168, 2), False), ((16, 4032, 7168, 1), False)):
         cfg = configs.select_config("dual", "sm_90a", shape)
-        assert cfg.swap_ab == swap, (shape, cfg.short())
+        assert cfg.swap_ab == bool(swap), (shape, cfg.short())
+        assert not swap or cfg.mma_tile_mn == (256, swap), (shape, cfg.short())
         assert harness.kernel_module("dual", "sm_90a", cfg)[1] is (Sm90DualSwapKernel if swap else Sm90DualGemmKernel)
-    cfg = configs.sm90_dual_swap_ab((16, 4096, 7168, 1))
+    assert configs.sm90_acc_registers(configs.sm90_dual_swap_ab((16, 4096, 7168, 1))) == 16  # MMA N 16
+    cfg = configs.sm90_dual_swap_ab((16, 4096, 7168, 1), 64)
     assert cfg.gemms == 1 and configs.sm90_acc_registers(cfg) == 64
+    with pytest.raises(ValueError, match="Sm90DualSwapKernel"):
+        Sm90DualGemmKernel.can_implement(cfg, 16, 4096, 7168, 1)
     with pytest.raises(ValueError, match="L=2"):
         Sm90DualSwapKernel.can_implement(cfg, 16, 4096, 7168, 2)
     with pytest.raises(ValueError, match="N=4032 must be a multiple of the tile M .swap_ab. 128"):
@@ -135,7 +146,7 @@ def test_grouped_rule_ranks_tiles_by_cost():
     for shape, tile in zip(configs.GROUP_BENCHMARKS, want):
         cfg = configs.default_config("group", "sm_90a", shape)
         assert cfg.mma_tile_mn == tile and not cfg.swap_ab, (shape, cfg)
-    cfg = configs.select_config("group", "sm_90a", ((8, 4096, 7168),) * 8)
+    cfg = configs.select_config("group", "sm_90a", ((40, 4096, 7168),) * 8)
     assert cfg.swap_ab and cfg.mma_tile_mn == (256, 64), cfg
     Sm90GroupedGemmKernel.can_implement(cfg, ((1, 512, 256), (129, 256, 512)))
     with pytest.raises(ValueError, match="N=384"):

@@ -102,9 +102,9 @@ class Sm90Common:
         if config.mma_warpgroups != 2 or tm != (256 if swap else 128):
             raise ValueError(f"sm_90a kernels need tile M == 128 (256 with swap_ab) with 2 consumer "
                              f"warpgroups, got {tm} x wg{config.mma_warpgroups}")
-        if tn not in ((64,) if swap else (48, 64, 96, 128) if config.problem == "dual" else (64, 128, 256)):
+        if tn not in ((16, 32, 64) if swap else (48, 64, 96, 128) if config.problem == "dual" else (64, 128, 256)):
             raise ValueError(f"sm_90a tile N must be 64 or 128 (also 48, 96 for dual; 256 for grouped; "
-                             f"64 with swap_ab), got {tn}")
+                             f"16, 32 or 64 with swap_ab), got {tn}")
         # cluster (2, 1): dual split-K pairs reduced through distributed shared memory
         pair = config.problem == "dual" and config.cluster_mn == (2, 1) and not swap
         if (config.cluster_mn != (1, 1) and not pair) or config.cta_group != 1:

@@ -63,6 +63,7 @@ class Sm90DualGemmKernel(Sm90Common):
     num_gemms = 2
 
     def __init__(self, config: KernelConfig):
+        self._reject_swap(config)
         super().__init__(config)
         # cluster (2, 1): every tile split 2 ways over K, the two units of a tile are one
         # cluster and reduce through distributed shared memory (`pair_reduce_scatter`)
@@ -71,7 +72,14 @@ class Sm90DualGemmKernel(Sm90Common):
         self.epi_subtiles = self.tile_n // self.epi_tile[1]
 
     @staticmethod
+    def _reject_swap(config: KernelConfig) -> None:
+        if config.swap_ab:
+            raise ValueError("Sm90DualGemmKernel does not implement swap_ab: a dual swap_ab config runs "
+                             "Sm90DualSwapKernel (nvfp4gemm/sm90/dual_swap.py)")
+
+    @staticmethod
     def can_implement(config: KernelConfig, m: int, n: int, k: int, l: int) -> None:
+        Sm90DualGemmKernel._reject_swap(config)
         Sm90Common.check_problem(config, "dual", (m, n, k, l))
 
     @cute.jit

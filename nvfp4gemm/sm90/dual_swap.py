@@ -75,7 +75,8 @@ class Sm90DualSwapKernel(grouped.Sm90GroupedGemmKernel):
                                cute.make_layout((mg, ng // 2), stride=(ng // 2, 1)))
         # value i of rep 0 and value i + half of rep 1 are the same (r, c) 128 rows apart
         half = cute.size(acc) // 2
-        assert str(tCcC.layout) == "((2,2,8),2,1):((1@1,8@0,8@1),128@0,0)", tCcC.layout
+        want = f"((2,2,{self.tile_n // 8}),2,1):((1@1,8@0,8@1),128@0,0)"
+        assert str(tCcC.layout) == want, tCcC.layout
         odd = (ct // 4) % 2
         sel = 0x5410 + odd * (0x3276 - 0x5410)
         for i in cutlass.range_constexpr(half // 2):

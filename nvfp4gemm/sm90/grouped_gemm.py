@@ -281,6 +281,13 @@ class Sm90GroupedGemmKernel(Sm90Common):
             # group, 32 consecutive rows per warp)
             self.decode_quarter(b_p + si * self.b_stage_bytes, sfb_p + si * self.sfb_stage_bytes,
                                 b_d + buf * self.b_buf_bytes, ct % 64, nb_row0 + ct % 64, ct // 64, j)
+        elif cutlass.const_expr(self.tile_n < 64):
+            # swap_ab with a narrow MMA N (16 / 32 rows of A for a decode-sized M): 4 x tile_n
+            # quarter tasks on the first warps (warp-uniform branch)
+            tn = self.tile_n
+            if ct < 4 * tn:
+                self.decode_quarter(b_p + si * self.b_stage_bytes, sfb_p + si * self.sfb_stage_bytes,
+                                    b_d + buf * self.b_buf_bytes, ct % tn, nb_row0 + ct % tn, ct // tn, j)
         elif cutlass.const_expr(self.tile_n == 256):
             # 256 rows x 2 segments, both segments of row ct in one block
             bs = b_p + si * self.b_stage_bytes
