@@ -9,8 +9,9 @@ does, and is that kernel with three changes (it subclasses `Sm90GroupedGemmKerne
     rows of B1 stacked on the same 128 rows of B2, so a tile covers 128 columns of C and
     the accumulator rows r and r + 128 are x1 and x2 of one output (`reg_operand_sources`,
     `n_per_tile`);
-  - the smem operand is 64 rows of A (ragged M pads to 64, rows past M zero-filled by the
-    cp.async producer, exactly as grouped);
+  - the smem operand is tile_n = 16, 32 or 64 rows of A (`configs.swap_mma_n`: the
+    narrowest that holds M, since the wgmma on padding rows is on the critical path; rows
+    past M zero-filled by the cp.async producer, exactly as grouped);
   - the epilogue pairs rep 0 (x1) with rep 1 (x2) through the shared `silu_mul` and
     writes C[m, n] transposed from the accumulator (`store_c_t`), rows >= M skipped.
 
@@ -19,7 +20,7 @@ Split-K, the group-table plumbing (one "group": row 0 = A, B1, C, SFA, SFB1, M, 
 the grouped kernel's.
 
 Constraints (can_implement): configs.check_shape (N % 64, K % 256), N % 128 == 0, L == 1,
-any M >= 1; config tile 256 x 64, swap_ab, 2 consumer warpgroups, no cluster.
+any M >= 1; config tile 256 x (16, 32 or 64), swap_ab, 2 consumer warpgroups, no cluster.
 """
 
 from __future__ import annotations

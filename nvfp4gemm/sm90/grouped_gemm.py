@@ -32,8 +32,8 @@ and 64-code sub-block: 256 rows decoded into registers and 64 stored, where 128 
 decode 128 + store 128 for the same MACs.
 
 Constraints (can_implement): 1..16 groups, N_g % tile_n == 0 (swap_ab: N_g % tile_m == 0),
-K_g % 256 == 0, M_g >= 1, L == 1, 2 consumer warpgroups, tile 128 x (64 or 128) (swap_ab:
-256 x 64).
+K_g % 256 == 0, M_g >= 1, L == 1, 2 consumer warpgroups, tile 128 x (64, 128 or 256)
+(swap_ab: 256 x (16, 32 or 64); the rule narrows the MMA N side when every M_g fits).
 """
 
 from __future__ import annotations
