@@ -25,18 +25,14 @@ any M >= 1; config tile 256 x (16, 32 or 64), swap_ab, 2 consumer warpgroups, no
 
 from __future__ import annotations
 
-import cuda.bindings.driver as cuda
-
 import cutlass
 import cutlass.cute as cute
-from cutlass import Int32
 
 from configs import K_BLOCK, KernelConfig, dual_tiles
-from nvfp4gemm import scheduler
 from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90 import grouped_gemm as grouped
-from nvfp4gemm.sm90.common import Sm90Common, sm_count
+from nvfp4gemm.sm90.common import Sm90Common
 
 N_PER_TILE = 128  # columns of C per tile: 128 rows of B1 + the same 128 rows of B2
 
@@ -109,37 +105,17 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
     """The grouped kernel's arguments for one dual problem: a 2-row table (row 1 carries B2
     and its scales), tile prefix sums [0, tiles, never...], the split plan and its
     workspace; cached by the tensors' addresses and the shape."""
-    import torch
-    from cutlass.cute.runtime import make_ptr
-
     a, b1, b2, _sfa, _sfb1, _sfb2, sfa_p, sfb1_p, sfb2_p, c = data
     m, kh, l = a.shape
     n, k = b1.shape[0], 2 * kh
     key = (config, m, n, k) + tuple(t.data_ptr() for t in (a, b1, b2, sfa_p, sfb1_p, sfb2_p, c))
     hit = _TABLE_CACHE.get(key)
     if hit is None:
-        dev = c.device
         rows = [[a.data_ptr(), b1.data_ptr(), c.data_ptr(), sfa_p.data_ptr(), sfb1_p.data_ptr(), m, n, k],
                 [0, b2.data_ptr(), 0, 0, sfb2_p.data_ptr(), 0, 0, 0]]
-        rows += [[0] * grouped.META_FIELDS] * (grouped.MAX_GROUPS - len(rows))
         total = dual_tiles(config, (m, n, k, l))
         offs = [0, total] + [1 << 30] * (grouped.MAX_GROUPS - 1)
-        meta_t = torch.tensor(rows, dtype=torch.int64, device=dev)
-        offs_t = torch.tensor(offs, dtype=torch.int32, device=dev)
-        if config.split_k:
-            ctas, full, splits = scheduler.split_plan(total, sm_count(dev), k // K_BLOCK)
-        else:
-            ctas, full, splits = min(total, sm_count(dev)), total, 1
-        n_tail = total - full
-        acc_per_thread = config.mma_tile_mn[0] * config.mma_tile_mn[1] // 256
-        ws_t = torch.empty(max(1, n_tail * splits * acc_per_thread * 256), dtype=torch.float32, device=dev)
-        cnt_t = torch.zeros(max(1, n_tail), dtype=torch.int32, device=dev)
         if len(_TABLE_CACHE) > 64:
             _TABLE_CACHE.clear()
-        hit = _TABLE_CACHE[key] = (meta_t, offs_t, ws_t, cnt_t, full + n_tail * splits, full, splits, ctas)
-    meta_t, offs_t, ws_t, cnt_t, items, full, splits, ctas = hit
-    if not isinstance(stream, cuda.CUstream):
-        stream = cuda.CUstream(stream.cuda_stream)
-    p = lambda dt, t: make_ptr(dt, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)  # noqa: E731
-    return (p(cutlass.Int64, meta_t), p(cutlass.Int32, offs_t), p(cutlass.Float32, ws_t), p(cutlass.Int32, cnt_t),
-            Int32(items), Int32(full), Int32(splits), Int32(ctas), stream)
+        hit = _TABLE_CACHE[key] = grouped.launch_tables(config, c.device, rows, offs, total, k // K_BLOCK)
+    return grouped.launch_args(hit, stream)

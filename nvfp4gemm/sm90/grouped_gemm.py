@@ -415,39 +415,32 @@ def compile_args(config: KernelConfig, shapes) -> tuple:
     )
 
 
-_META_CACHE: dict = {}
-def runtime_args(data, config: KernelConfig, stream) -> tuple:
-    """Group table, tile prefix sums and the split-K workspace and counters as device
-    tensors (cached by the tensors' addresses and shapes, so a repeated call on the same
-    buffers allocates and copies nothing; the kernel leaves the counters at 0)."""
+def launch_tables(config: KernelConfig, dev, rows, offs, total: int, k_blocks) -> tuple:
+    """Device tensors of one launch: the group table (rows padded to MAX_GROUPS), the tile
+    prefix sums, and the split plan's fp32 workspace and counters (zeroed once; the kernel
+    leaves them at 0).  Returns (meta, offs, ws, cnt, items, full_tiles, splits, ctas).
+    Built once per cache entry of `runtime_args` (also the dual swap kernel's)."""
     import torch
+
+    rows = rows + [[0] * META_FIELDS] * (MAX_GROUPS - len(rows))
+    meta_t = torch.tensor(rows, dtype=torch.int64, device=dev)
+    offs_t = torch.tensor(offs, dtype=torch.int32, device=dev)
+    if config.split_k:
+        ctas, full, splits = scheduler.split_plan(total, sm_count(dev), k_blocks)
+    else:
+        ctas, full, splits = min(total, sm_count(dev)), total, 1
+    n_tail = total - full
+    acc_per_thread = config.mma_tile_mn[0] * config.mma_tile_mn[1] // 256
+    ws_t = torch.empty(max(1, n_tail * splits * acc_per_thread * 256), dtype=torch.float32, device=dev)
+    cnt_t = torch.zeros(max(1, n_tail), dtype=torch.int32, device=dev)
+    return meta_t, offs_t, ws_t, cnt_t, full + n_tail * splits, full, splits, ctas
+
+
+def launch_args(tables, stream) -> tuple:
+    """The kernel's argument tuple from `launch_tables`' result and a stream."""
     from cutlass.cute.runtime import make_ptr
 
-    abc, _sfs, sfs_p, sizes = data
-    key = (config.mma_tile_mn, config.swap_ab, config.split_k) + tuple((a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), tuple(s))
-                for (a, b, c), (sa, sb), s in zip(abc, sfs_p, sizes))
-    hit = _META_CACHE.get(key)
-    if hit is None:
-        dev = abc[0][2].device
-        rows = []
-        for (a, b, c), (sa, sb), (m, n, k, _l) in zip(abc, sfs_p, sizes):
-            rows.append([a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), m, n, k])
-        rows += [[0] * META_FIELDS] * (MAX_GROUPS - len(rows))
-        offs, total = _tile_offsets(config, [(m, n, k) for m, n, k, _ in sizes])
-        meta_t = torch.tensor(rows, dtype=torch.int64, device=dev)
-        offs_t = torch.tensor(offs, dtype=torch.int32, device=dev)
-        if config.split_k:
-            ctas, full, splits = scheduler.split_plan(total, sm_count(dev), [k // K_BLOCK for _m, _n, k, _l in sizes])
-        else:
-            ctas, full, splits = min(total, sm_count(dev)), total, 1
-        n_tail = total - full
-        acc_per_thread = config.mma_tile_mn[0] * config.mma_tile_mn[1] // 256
-        ws_t = torch.empty(max(1, n_tail * splits * acc_per_thread * 256), dtype=torch.float32, device=dev)
-        cnt_t = torch.zeros(max(1, n_tail), dtype=torch.int32, device=dev)
-        if len(_META_CACHE) > 64:
-            _META_CACHE.clear()
-        hit = _META_CACHE[key] = (meta_t, offs_t, ws_t, cnt_t, full + n_tail * splits, full, splits, ctas)
-    meta_t, offs_t, ws_t, cnt_t, items, full, splits, ctas = hit
+    meta_t, offs_t, ws_t, cnt_t, items, full, splits, ctas = tables
     if not isinstance(stream, cuda.CUstream):
         stream = cuda.CUstream(stream.cuda_stream)
     return (
@@ -458,3 +451,25 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
         Int32(items), Int32(full), Int32(splits), Int32(ctas),
         stream,
     )
+
+
+_META_CACHE: dict = {}
+
+
+def runtime_args(data, config: KernelConfig, stream) -> tuple:
+    """Group table, tile prefix sums and the split-K workspace and counters as device
+    tensors (cached by the tensors' addresses and shapes, so a repeated call on the same
+    buffers allocates and copies nothing)."""
+    abc, _sfs, sfs_p, sizes = data
+    key = (config.mma_tile_mn, config.swap_ab, config.split_k) + tuple((a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), tuple(s))
+                for (a, b, c), (sa, sb), s in zip(abc, sfs_p, sizes))
+    hit = _META_CACHE.get(key)
+    if hit is None:
+        rows = [[a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), m, n, k]
+                for (a, b, c), (sa, sb), (m, n, k, _l) in zip(abc, sfs_p, sizes)]
+        offs, total = _tile_offsets(config, [(m, n, k) for m, n, k, _ in sizes])
+        if len(_META_CACHE) > 64:
+            _META_CACHE.clear()
+        hit = _META_CACHE[key] = launch_tables(config, abc[0][2].device, rows, offs, total,
+                                               [k // K_BLOCK for _m, _n, k, _l in sizes])
+    return launch_args(hit, stream)
