@@ -24,11 +24,14 @@ from configs import (ARCHS, CONFIG_MAP, DUAL_BENCHMARKS, DUAL_TESTS, GROUP_BENCH
                      GROUP_TESTS, PROBLEMS, select_config)
 
 
-def case_name(problem: str, shape) -> str:
+def case_name(problem: str, shape, with_ms: bool = True) -> str:
+    """'MxNxK' (+ 'xL' when L > 1) for dual; 'gG M[m1,...] N K' for grouped (without the
+    M list for chart labels)."""
     if problem == "dual":
-        return "x".join(str(x) for x in shape)
-    ms = ",".join(str(m) for m, _, _ in shape)
-    return f"g{len(shape)} M[{ms}] N{shape[0][1]} K{shape[0][2]}"
+        m, n, k, l = shape
+        return f"{m}x{n}x{k}" + (f"x{l}" if l != 1 else "")
+    ms = f" M[{','.join(str(m) for m, _, _ in shape)}]" if with_ms else ""
+    return f"g{len(shape)}{ms} N{shape[0][1]} K{shape[0][2]}"
 
 
 def cases_for(problem: str, which: str):

@@ -214,11 +214,9 @@ def geomean(xs):
 
 
 def short_case(r) -> str:
-    if r["problem"] == "dual":
-        m, n, k, _l = r["case"]
-        return f"{m}x{n}x{k}" + (f"x{_l}" if _l != 1 else "")
-    c = r["case"]
-    return f"g{len(c)} N{c[0][1]} K{c[0][2]}"
+    from benchmarks.bench import case_name
+
+    return case_name(r["problem"], r["case"], with_ms=False)
 
 
 def print_table(rows, ceilings, device_name: str) -> None:

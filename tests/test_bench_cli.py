@@ -16,6 +16,9 @@ def test_parse_explicit_shapes():
     assert parse_shapes("dual", "256x4096x7168; 128x64x256x2") == [(256, 4096, 7168, 1), (128, 64, 256, 2)]
     assert parse_shapes("group", "40,76/7168/2048") == [((40, 7168, 2048), (76, 7168, 2048))]
     assert case_name("group", ((40, 7168, 2048), (76, 7168, 2048))) == "g2 M[40,76] N7168 K2048"
+    assert case_name("group", ((40, 7168, 2048), (76, 7168, 2048)), with_ms=False) == "g2 N7168 K2048"
+    assert case_name("dual", (256, 4096, 7168, 1)) == "256x4096x7168"
+    assert case_name("dual", (200, 768, 1536, 2)) == "200x768x1536x2"
 
 
 def test_compile_table_format(capsys):
