@@ -401,14 +401,15 @@ def _sm100_group_swap_ab() -> KernelConfig:
     return _fill_stages(_sm100_acc_stages(cfg), cap=6)
 
 
-def _sm90_group_swap_ab() -> KernelConfig:
-    """sm_90a grouped GEMM computing C^T = B A^T: the tile's 256-row MMA M side (2 x 64 rows
-    per consumer warpgroup, decoded straight into wgmma registers) runs over N (N % 256 == 0
-    on every benchmark), its 64-wide MMA N side over the ragged M, so only 64 rows of A are
-    decoded into shared memory per sub-block (half the stores of a 128x128 tile for the same
-    MACs) and ragged M pads to 64, not 128.  Raster "n" walks a group's M tiles first, so
-    CTAs running at the same time share one B block in L2.  4 AB stages (217 KB)."""
-    cfg = KernelConfig("group", "sm_90a", (256, 64), mma_warpgroups=2, epi_tile_mn=(128, 32),
+def _sm90_swap_ab(problem: str, tn: int = 64) -> KernelConfig:
+    """sm_90a C^T = B A^T tile, grouped or dual (dual_swap.py): the tile's 256-row MMA M side
+    (2 x 64 rows per consumer warpgroup, decoded straight into wgmma registers; dual: 128
+    rows of B1 on the same rows of B2) runs over N, its tn-wide MMA N side (16, 32 or 64)
+    over the ragged M, so only tn rows of A are decoded into shared memory per sub-block
+    (64: half the stores of a 128x128 tile for the same MACs) and M pads to tn, not 128.
+    Raster "n" walks a group's M tiles first, so CTAs running at the same time share one B
+    block in L2.  Up to 4 AB stages (217 KB at tn 64)."""
+    cfg = KernelConfig(problem, "sm_90a", (256, tn), mma_warpgroups=2, epi_tile_mn=(128, 32 if tn % 32 == 0 else 16),
                        rs_a=True, swap_ab=True, raster="n")
     return _fill_stages(cfg, cap=4)
 
@@ -434,12 +435,9 @@ def sm90_dual_tile_rule(shape) -> KernelConfig:
 
 def sm90_dual_swap_ab(shape, tn: int | None = None) -> KernelConfig:
     """sm_90a dual GEMM for small M (nvfp4gemm/sm90/dual_swap.py): C^T = silu(B1 A^T) *
-    (B2 A^T), 128 rows of B1 stacked on the same rows of B2 as the 256-row register operand,
-    64 rows of A (zero-filled past M) decoded into shared memory; split-K as the plan says."""
-    tn = tn or swap_mma_n(shape[0])
-    cfg = _fill_stages(KernelConfig("dual", "sm_90a", (256, tn), mma_warpgroups=2,
-                                    epi_tile_mn=(128, 32 if tn % 32 == 0 else 16),
-                                    rs_a=True, swap_ab=True, raster="n"), cap=4)
+    (B2 A^T) on `_sm90_swap_ab` tiles, MMA N `swap_mma_n(M)` unless given; split-K as the
+    plan says."""
+    cfg = _sm90_swap_ab("dual", tn or swap_mma_n(shape[0]))
     return _sm90_split(cfg, dual_tiles(cfg, shape), shape[2] // K_BLOCK)
 
 
@@ -514,20 +512,17 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         cands.append(_sm90_fill(KernelConfig(problem, arch, (128, 128), mma_warpgroups=2,
                                              epi_tile_mn=(128, 32), rs_a=True), cap=4))
     if all(n % 256 == 0 for _, n, _ in shape):
-        cands.append(_sm90_group_swap_ab())
+        cands.append(_sm90_swap_ab("group"))
     if cands:
         # split_k compiled in even where the plan does not split: without it the grouped
         # kernel measured 2-9% slower on the three unsplit benchmark cases (H200, same run;
         # the dual kernel the other way round, 1-2% faster: notes/sm90.md experiment 26)
-        best = replace(min(cands, key=lambda c: sm90_group_cost(c, shape)), split_k=True)
-        mmax = max(m for m, _, _ in shape)
-        if best.swap_ab and swap_mma_n(mmax) < 64:
-            # every group's M fits 16 / 32 rows: narrow the MMA N side (same tile count;
-            # H200: g8 x M 8, N 4096, K 7168 81.0 -> 66.9 us, experiment 41)
-            tn = swap_mma_n(mmax)
-            best = _fill_stages(replace(best, mma_tile_mn=(256, tn), epi_tile_mn=(128, 32 if tn % 32 == 0 else 16)),
-                                cap=4)
-        return best
+        best = min(cands, key=lambda c: sm90_group_cost(c, shape))
+        if best.swap_ab:
+            # every group's M fits 16 / 32 rows: narrow the MMA N side (same tile count, so
+            # the cost ranking holds; H200: g8 x M 8, N 4096, K 7168 81.0 -> 66.9 us, exp. 41)
+            best = _sm90_swap_ab(problem, swap_mma_n(max(m for m, _, _ in shape)))
+        return replace(best, split_k=True)
     cfg = KernelConfig(problem, arch, (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
                        split_k=True)
     return _sm90_fill(cfg, cap=4)
