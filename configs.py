@@ -55,6 +55,11 @@ class KernelConfig:
     # (H200, notes/sm90.md exp. 26: the dual kernel runs 1-2% faster without them where it
     # never splits, the grouped kernel 2-9% slower, so the rules differ)
     split_k: bool = False
+    # sm_90a dual, decode-sized M (nvfp4gemm/sm90/dual_skinny.py): mma.sync warps decode B1 /
+    # B2 rows and the few A rows straight into registers; mma_tile_mn = (B rows per CTA: 16
+    # or 32, A rows held: 8 or 16), k_warps warps per CTA split K
+    skinny: bool = False
+    k_warps: int = 8
 
     @property
     def gemms(self) -> int:
@@ -69,6 +74,8 @@ class KernelConfig:
     def short(self) -> str:
         m, n = self.mma_tile_mn
         s = f"{m}x{n} cg{self.cta_group} cl{self.cluster_mn[0]}x{self.cluster_mn[1]} ab{self.ab_stages} acc{self.acc_stages}"
+        if self.skinny:
+            return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}"
         if self.swap_ab:
             s += " swapAB"
         if self.arch == "sm_90a":
@@ -131,6 +138,9 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
     sub-blocks of every B (the wgmma reads B from shared memory; A is decoded into its
     registers, rs_a), plus the C staging buffers."""
     tm, tn = cfg.mma_tile_mn
+    if cfg.skinny:  # per warp: ab_stages cp.async stages + its fp32 partial sums (dual_skinny.py)
+        lane_rows = 2 * tm // 8 + tn // 8  # rows of B1, B2 and A a lane loads per chunk
+        return cfg.k_warps * (cfg.ab_stages * lane_rows * 32 * 20 + 2 * tn * tm * 4)
     rows = tm + cfg.gemms * tn  # A rows + rows of every B
     # scales are TMA'd as whole 128-row atoms of the permuted layout (2 KB per k-block); a
     # B tile whose N does not divide 128 (96) can straddle two atoms, so it loads two
@@ -185,11 +195,24 @@ def check_config(cfg: KernelConfig) -> list[str]:
             errs.append(f"cluster M {cfg.cluster_mn[0]} must be a multiple of cta_group {cfg.cta_group}")
         if cfg.cluster_mn[0] * cfg.cluster_mn[1] > 16:
             errs.append("cluster larger than 16 CTAs")
-        if cfg.split_k:
-            errs.append("split_k is an sm_90a option")
+        if cfg.split_k or cfg.skinny:
+            errs.append("split_k and skinny are sm_90a options")
         used = sm100_tmem_columns(cfg)
         if used * cfg.occupancy > TMEM_COLUMNS:
             errs.append(f"TMEM: {used} columns x occupancy {cfg.occupancy} > {TMEM_COLUMNS}")
+    elif cfg.skinny:
+        if cfg.problem != "dual":
+            errs.append("skinny is the sm_90a dual kernel for decode-sized M")
+        if tm not in (16, 32) or tn not in (8, 16):
+            errs.append(f"skinny tile {cfg.mma_tile_mn}: B rows 16 or 32, A rows 8 or 16")
+        if not 1 <= cfg.k_warps <= 16:
+            errs.append(f"k_warps {cfg.k_warps} must be in [1, 16]")
+        if not 2 <= cfg.ab_stages <= 8:
+            errs.append(f"ab_stages {cfg.ab_stages}: the skinny cp.async ring needs 2 to 8")
+        if cfg.swap_ab or cfg.split_k or cfg.cluster_mn != (1, 1):
+            errs.append("skinny takes no swap_ab, split_k or cluster")
+        return errs + ([f"shared memory {smem_bytes(cfg)} B > {SMEM_LIMIT[cfg.arch]} B"]
+                       if smem_bytes(cfg) > SMEM_LIMIT[cfg.arch] else [])
     else:
         if cfg.cta_group != 1:
             errs.append("sm_90a has no 2-CTA MMA: cta_group must be 1")
@@ -252,6 +275,8 @@ def dual_tiles(cfg: KernelConfig, shape) -> int:
     last row of tiles when M is ragged); swap_ab: N / 128 x ceil(M / tile N)."""
     m, n, _, l = shape
     tm, tn = cfg.mma_tile_mn
+    if cfg.skinny:  # CTAs: tm rows of B1 / B2 each, all of M, one batch
+        return (n // tm) * l
     if cfg.swap_ab:
         return (n // 128) * -(-m // tn) * l
     return -(-m // tm) * (n // tn) * l
@@ -262,6 +287,8 @@ def fits(cfg: KernelConfig, shape) -> bool:
     tm, tn = cfg.mma_tile_mn
     if cfg.problem == "dual":
         m, n, _, l = shape
+        if cfg.skinny:
+            return m <= tn and n % tm == 0
         if cfg.swap_ab:  # sm_90a: a tile covers 128 columns of B1 and of B2; one batch
             return n % 128 == 0 and l == 1
         # sm_90a: the last row of tiles may be partial (TMA bounds)
@@ -441,6 +468,22 @@ def sm90_dual_swap_ab(shape, tn: int | None = None) -> KernelConfig:
     return _sm90_split(cfg, dual_tiles(cfg, shape), shape[2] // K_BLOCK)
 
 
+SKINNY_MAX_M = 16  # dual M up to this runs the mma.sync kernel on sm_90a (dual_skinny.py)
+
+
+def sm90_dual_skinny(shape) -> KernelConfig:
+    """sm_90a dual GEMM for M <= 16 (nvfp4gemm/sm90/dual_skinny.py): 16 rows of B1 / B2 per
+    CTA, 4 warps splitting K, A rows held 8 (M <= 8) or 16.  Best or within 2% of best of
+    the skinny variants timed (16 / 32 rows, 2 / 4 / 8 warps, 2-6 stages) on every shape;
+    against the swap_ab kernel (H200, 2026-11-21, kernel-only, notes/sm90.md exp. 42):
+    1x4096x7168 26.4 -> 19.8 us, 8x1024x4096 17.1 -> 9.8, 1x28672x8192 138.8 -> 99.4,
+    1x14336x4096 40.8 -> 35.7, 16x4096x7168 26.5 -> 23.2, 16x28672x8192 139.6 -> 117.1.
+    Stages: 3 cp.async stages for 8 A rows, 2 for 16 (more shared memory per CTA costs
+    resident CTAs; ab2 measured 3-6% faster than ab3 for the 16-row tile)."""
+    tn = 8 if shape[0] <= 8 else 16
+    return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=4, ab_stages=3 if tn == 8 else 2)
+
+
 def swap_mma_n(m: int) -> int:
     """MMA N (rows of A per tile) of an sm_90a swap_ab tile for M rows: the narrowest of 16,
     32, 64 that holds them (the wgmma on padding rows is on the critical path: doubling it
@@ -490,6 +533,8 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
     # sm_90a
     if problem == "dual":
         m, n, k, l = shape
+        if m <= SKINNY_MAX_M and n % 16 == 0:
+            return sm90_dual_skinny(shape)
         if m <= 64 and n % 128 == 0 and l == 1:
             # Decode-sized M: the swap_ab kernel (B1 / B2 in wgmma registers, the few A rows
             # on the MMA N side, 16 / 32 / 64 wide).  With N 16 or 32 it beat the 128x64 rule

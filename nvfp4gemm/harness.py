@@ -73,20 +73,24 @@ def device_arch() -> str | None:
     return {9: "sm_90a", 10: "sm_100a"}.get(major, f"sm_{major}{minor}")
 
 
-# Kernels selected by config.swap_ab where the problem's main kernel does not implement it
-SWAP_KERNELS = {
-    ("dual", "sm_90a"): ("nvfp4gemm.sm90.dual_swap", "Sm90DualSwapKernel"),
+# Kernels selected by a config flag ("swap_ab", "skinny") where the problem's main kernel
+# does not implement it: (problem, arch, flag) -> (module, class)
+VARIANT_KERNELS = {
+    ("dual", "sm_90a", "swap_ab"): ("nvfp4gemm.sm90.dual_swap", "Sm90DualSwapKernel"),
+    ("dual", "sm_90a", "skinny"): ("nvfp4gemm.sm90.dual_skinny", "Sm90DualSkinnyKernel"),
 }
 
 
 def kernel_module(problem: str, arch: str, config=None):
-    """(module, kernel class) for the problem on the arch; the config picks the swap_ab
-    kernel where that is a separate module."""
+    """(module, kernel class) for the problem on the arch; the config's flags pick a
+    variant kernel where that is a separate module (VARIANT_KERNELS)."""
     if (problem, arch) not in KERNELS:
         raise ValueError(f"no kernel for problem {problem!r} on {arch!r}; have {sorted(KERNELS)}")
     mod_name, cls_name = KERNELS[(problem, arch)]
-    if config is not None and config.swap_ab and (problem, arch) in SWAP_KERNELS:
-        mod_name, cls_name = SWAP_KERNELS[(problem, arch)]
+    for flag in ("skinny", "swap_ab"):
+        if config is not None and getattr(config, flag) and (problem, arch, flag) in VARIANT_KERNELS:
+            mod_name, cls_name = VARIANT_KERNELS[(problem, arch, flag)]
+            break
     mod = importlib.import_module(mod_name)
     return mod, getattr(mod, cls_name)
 

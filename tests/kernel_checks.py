@@ -1,6 +1,7 @@
 """Checks shared by the sm_100a compile tests (dual and grouped GEMM): which configs to
 compile, and what their PTX and ptxas report must show.  Imported by
-tests/test_sm100_dual_compile.py and tests/test_sm100_group_compile.py."""
+tests/test_sm100_dual_compile.py and tests/test_sm100_group_compile.py; the sm_90a skinny
+config set (`SM90_SKINNY`) by tests/test_sm90_compile.py and tests/test_gpu_kernels.py."""
 
 import re
 
@@ -8,6 +9,14 @@ import configs
 from nvfp4gemm import harness
 
 SMEM_LIMIT = 232448  # 227 KB per CTA on sm_100a
+
+# The sm_90a skinny (mma.sync) dual kernel for M <= 16: the rule's two configs plus the other
+# tile shapes, warp counts and ring depths it accepts; compiled on CPU, run on a GPU.
+SM90_SKINNY = sorted({configs.select_config("dual", "sm_90a", (m, 4096, 7168, 1)) for m in (1, 16)}
+                     | {c for t in ((16, 8), (16, 16), (32, 8), (32, 16)) for w, s in ((1, 2), (8, 3), (2, 6))
+                        for c in [configs.KernelConfig("dual", "sm_90a", t, skinny=True, k_warps=w, ab_stages=s)]
+                        if not configs.check_config(c)},
+                     key=lambda c: c.short())
 
 
 def sm100_cases(problem: str, extra_shapes) -> list:

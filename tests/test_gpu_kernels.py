@@ -13,6 +13,7 @@ import torch
 
 import configs
 import reference as R
+from kernel_checks import SM90_SKINNY
 
 _REASON = "needs a CUDA GPU of capability (9, 0) or (10, x)"
 
@@ -84,14 +85,15 @@ def test_dual_ragged_m(shape):
         pytest.skip("the sm_100a dual kernel requires M % 128 == 0")
     data = R.generate_input(*shape, 15, device="cuda", poison_padding=True)
     _run(data, "dual")
-    if configs.select_config("dual", "sm_90a", shape).swap_ab:
+    cfg = configs.select_config("dual", "sm_90a", shape)
+    if cfg.swap_ab or cfg.skinny:
         _run_config(data, "dual", configs.sm90_dual_tile_rule(shape), shape)
 
 
 @pytest.mark.parametrize("shape", [
-    (1, 4096, 7168, 1),  # one row, MMA N 16; 32 tiles split 4 ways (global workspace)
+    (17, 4096, 7168, 1),  # MMA N 32; 32 tiles split 4 ways (global workspace)
     (40, 7168, 2048, 1),  # MMA N 64; 56 tiles split 2 ways
-    (16, 14336, 4096, 1),  # MMA N 16; 112 whole tiles
+    (24, 14336, 4096, 1),  # MMA N 32; 112 whole tiles
     (29, 2048, 2048, 1),  # MMA N 32; 16 tiles split 8 ways
 ], ids=str)
 def test_dual_small_m_swap_ab(shape):
@@ -101,6 +103,22 @@ def test_dual_small_m_swap_ab(shape):
         pytest.skip("sm_100a dual has no swap_ab kernel (and needs M % 128 == 0)")
     assert configs.select_config("dual", "sm_90a", shape).swap_ab
     _run(R.generate_input(*shape, 16, device="cuda", poison_padding=True), "dual")
+
+
+@pytest.mark.parametrize("shape", [
+    (1, 4096, 7168, 1),  # 8 A rows held (7 clamped copies of row 0), 256 CTAs, 14 chunks per warp
+    (16, 14336, 4096, 1),  # 16 A rows, 896 CTAs
+    (5, 512, 256, 2),  # two batches; 2 chunks for 4 warps (two warps run no MMA)
+    (13, 1024, 4096, 3),  # three batches, A rows 9-12 real, 13-15 clamped
+    (16, 320, 1536, 1),  # N % 128 != 0 (the swap_ab kernel could not take it)
+], ids=str)
+def test_dual_skinny(shape):
+    """M <= 16 through custom_kernel: the rule picks the skinny mma.sync kernel; poisoned C
+    and scale padding, two calls."""
+    if torch.cuda.get_device_capability()[0] == 10:
+        pytest.skip("sm_100a dual has no skinny kernel (and needs M % 128 == 0)")
+    assert configs.select_config("dual", "sm_90a", shape).skinny
+    _run(R.generate_input(*shape, 18, device="cuda", poison_padding=True), "dual")
 
 
 def test_grouped_poisoned_padding_and_tiny_m():
@@ -262,6 +280,17 @@ def test_dual_swap_ab_explicit(shape, tn, split):
 
     cfg = replace(configs.sm90_dual_swap_ab(shape, tn), split_k=split)
     data = R.generate_input(*shape, 17, device="cuda", poison_padding=True)
+    _run_config(data, "dual", cfg, shape)
+
+
+@_sm90_only
+@pytest.mark.parametrize("cfg", SM90_SKINNY, ids=lambda c: c.short())
+def test_dual_skinny_every_config(cfg):
+    """Each skinny tile shape, warp count and ring depth the compile tests build: M one less
+    than the A rows held, two batches, K = 1280 (10 chunks: 8 warps split them 1 / 2, one
+    warp runs all 10 through a 2-stage ring); poisoned C and scale padding."""
+    shape = (cfg.mma_tile_mn[1] - 1, 1024, 1280, 2)
+    data = R.generate_input(*shape, 19, device="cuda", poison_padding=True)
     _run_config(data, "dual", cfg, shape)
 
 

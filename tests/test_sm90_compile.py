@@ -15,6 +15,7 @@ from dataclasses import replace
 import pytest
 
 import configs
+from kernel_checks import SM90_SKINNY
 from nvfp4gemm import harness
 from nvfp4gemm.sm90.dual_gemm import Sm90DualGemmKernel
 from nvfp4gemm.sm90.grouped_gemm import Sm90GroupedGemmKernel
@@ -35,8 +36,10 @@ def _cases():
     # the dual swap kernel (split and whole tiles)
     for tiny_m in (((8, 4096, 7168),) * 8, ((32, 4096, 7168),) * 8, ((64, 4096, 7168),) * 8):  # MMA N 16, 32, 64
         seen.setdefault(("group", configs.select_config("group", "sm_90a", tiny_m)), tiny_m)
-    for shape in ((16, 4096, 7168, 1), (32, 4096, 7168, 1), (64, 4096, 7168, 1), (16, 14336, 4096, 1)):
+    for shape in ((17, 4096, 7168, 1), (32, 4096, 7168, 1), (64, 4096, 7168, 1), (24, 14336, 4096, 1)):
         seen.setdefault(("dual", configs.select_config("dual", "sm_90a", shape)), shape)
+    # the dual swap kernel with MMA N 16 (M <= 16 now runs the skinny kernel)
+    seen.setdefault(("dual", configs.sm90_dual_swap_ab((16, 4096, 7168, 1))), (16, 4096, 7168, 1))
     # the 2-buffer decode path (wgmmas drained at each sub-block barrier), which the rules
     # now pick only where 3 buffers leave fewer than 2 AB stages
     for problem, shape in (("dual", configs.DUAL_BENCHMARKS[1]), ("group", configs.GROUP_BENCHMARKS[2])):
@@ -75,6 +78,47 @@ def test_compiles_f16_wgmma_no_spills(problem, cfg, shape, tmp_path):
     assert ck.smem_bytes <= SMEM_LIMIT
 
 
+# the skinny (mma.sync) dual kernel for M <= 16 (tests/test_gpu_kernels.py runs the same set)
+@pytest.mark.parametrize("cfg", SM90_SKINNY, ids=lambda c: c.short())
+def test_skinny_compiles_mma_sync_no_spills(cfg, tmp_path):
+    assert not configs.check_config(cfg), configs.check_config(cfg)
+    shape = (cfg.mma_tile_mn[1], 1024, 1280, 2)
+    cls = harness.kernel_module("dual", "sm_90a", cfg)[1]
+    assert cls.__name__ == "Sm90DualSkinnyKernel"
+    cls.can_implement(cfg, *shape)
+    ck = harness.compile_kernel("dual", "sm_90a", cfg, shape, dump_dir=str(tmp_path))
+    ptx = harness.read_ptx(ck.ptx_path)
+    mmas = set(re.findall(r"mma\.sync\.aligned\.(m\d+n\d+k\d+)\.row\.col\.(\w+)\.(\w+)\.(\w+)\.(\w+)", ptx))
+    assert mmas == {("m16n8k16", "f32", "f16", "f16", "f32")}, mmas
+    assert "wgmma" not in ptx and "e2m1" not in ptx
+    # B1 / B2 straight from global memory to the warp's ring, no TMA
+    assert "cp.async.cg.shared.global" in ptx and "cp.async.bulk" not in ptx
+    assert ck.spill_bytes == 0 and ck.stack_bytes == 0, (ck.spill_bytes, ck.stack_bytes)
+    assert ck.smem_bytes == configs.smem_bytes(cfg) <= SMEM_LIMIT
+    if cfg in (configs.sm90_dual_skinny((1, 4096, 7168, 1)), configs.sm90_dual_skinny((16, 4096, 7168, 1))):
+        # the rule's configs: <= 128 registers, so 4 CTAs of 4 warps fit an SM's registers
+        assert ck.registers <= 128, ck.registers
+
+
+def test_skinny_can_implement_names_constraint():
+    from nvfp4gemm.sm90.dual_skinny import Sm90DualSkinnyKernel
+
+    cfg = configs.sm90_dual_skinny((8, 4096, 7168, 1))
+    Sm90DualSkinnyKernel.can_implement(cfg, 8, 4096, 7168, 3)
+    with pytest.raises(ValueError, match="M=9 exceeds the skinny tile's 8 A rows"):
+        Sm90DualSkinnyKernel.can_implement(cfg, 9, 4096, 7168, 1)
+    with pytest.raises(ValueError, match="K=320"):
+        Sm90DualSkinnyKernel.can_implement(cfg, 8, 4096, 320, 1)
+    big = configs.KernelConfig("dual", "sm_90a", (32, 16), skinny=True, k_warps=4)
+    with pytest.raises(ValueError, match="N=4080"):
+        Sm90DualSkinnyKernel.can_implement(big, 8, 4080, 7168, 1)
+    bad = configs.KernelConfig("dual", "sm_90a", (64, 16), skinny=True, k_warps=17, ab_stages=1)
+    errs = " ".join(configs.check_config(bad))
+    assert "B rows 16 or 32" in errs and "k_warps 17" in errs and "ab_stages 1" in errs
+    assert "skinny" in " ".join(configs.check_config(configs.KernelConfig(
+        "dual", "sm_100a", (128, 128), skinny=True)))
+
+
 @pytest.mark.parametrize("shape,needle", [
     ((0, 512, 256, 1), "M=0"),
     ((256, 96, 256, 1), "N=96"),
@@ -94,7 +138,9 @@ def test_dual_ragged_m_is_accepted(shape):
     assert configs.fits(cfg, shape)
     harness.kernel_module("dual", "sm_90a", cfg)[1].can_implement(cfg, *shape)
     m, n, _, l = shape
-    if cfg.swap_ab:  # M = 1: the small-M kernel, tiles of 128 columns x MMA N rows of A
+    if cfg.skinny:  # M = 1: the mma.sync kernel, one CTA per 16 rows of B1 / B2 and batch
+        assert configs.dual_tiles(cfg, shape) == n // cfg.mma_tile_mn[0] * l
+    elif cfg.swap_ab:
         assert configs.dual_tiles(cfg, shape) == -(-m // cfg.mma_tile_mn[1]) * (n // 128) * l
     else:
         assert configs.dual_tiles(cfg, shape) == -(-m // 128) * (n // cfg.mma_tile_mn[1]) * l
@@ -109,13 +155,21 @@ def test_dual_small_m_rule_and_swap_constraints():
         assert g.swap_ab and g.mma_tile_mn == (256, tn), g.short()
     from nvfp4gemm.sm90.dual_swap import Sm90DualSwapKernel
 
-    for shape, swap in (((16, 4096, 7168, 1), 16), ((1, 14336, 4096, 1), 16), ((64, 7168, 2048, 1), 64),
-                        ((32, 2048, 2048, 1), 32), ((16, 512, 7168, 1), 16), ((48, 3072, 4096, 1), False),
-                        ((65, 4096, 7168, 1), False), ((16, 4096, 7168, 2), False), ((16, 4032, 7168, 1), False)):
+    from nvfp4gemm.sm90.dual_skinny import Sm90DualSkinnyKernel
+
+    for shape, swap in (((17, 4096, 7168, 1), 32), ((24, 14336, 4096, 1), 32), ((64, 7168, 2048, 1), 64),
+                        ((32, 2048, 2048, 1), 32), ((48, 3072, 4096, 1), False),
+                        ((65, 4096, 7168, 1), False), ((17, 4096, 7168, 2), False), ((17, 4032, 7168, 1), False)):
         cfg = configs.select_config("dual", "sm_90a", shape)
         assert cfg.swap_ab == bool(swap), (shape, cfg.short())
         assert not swap or cfg.mma_tile_mn == (256, swap), (shape, cfg.short())
         assert harness.kernel_module("dual", "sm_90a", cfg)[1] is (Sm90DualSwapKernel if swap else Sm90DualGemmKernel)
+    # M <= 16: the skinny kernel, whatever N (% 16), K and L
+    for shape, tn in (((1, 4096, 7168, 1), 8), ((8, 14336, 4096, 3), 8), ((9, 4032, 256, 1), 16),
+                      ((16, 512, 7168, 2), 16)):
+        cfg = configs.select_config("dual", "sm_90a", shape)
+        assert cfg.skinny and cfg.mma_tile_mn == (16, tn) and configs.fits(cfg, shape), (shape, cfg.short())
+        assert harness.kernel_module("dual", "sm_90a", cfg)[1] is Sm90DualSkinnyKernel
     assert configs.sm90_acc_registers(configs.sm90_dual_swap_ab((16, 4096, 7168, 1))) == 16  # MMA N 16
     cfg = configs.sm90_dual_swap_ab((16, 4096, 7168, 1), 64)
     assert cfg.gemms == 1 and configs.sm90_acc_registers(cfg) == 64

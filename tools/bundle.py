@@ -25,15 +25,18 @@ COMMON = ["configs.py", "nvfp4gemm/__init__.py", "nvfp4gemm/formats.py", "nvfp4g
           "nvfp4gemm/dispatch.py"]
 
 
+def _all_kernels() -> list:
+    """((problem, arch), (module, class)) of every main and variant kernel."""
+    from nvfp4gemm.harness import KERNELS, VARIANT_KERNELS
+
+    return sorted(KERNELS.items()) + sorted(((p, a), mc) for (p, a, _flag), mc in VARIANT_KERNELS.items())
+
+
 def modules_for(problem: str) -> list[str]:
     """Repo-relative paths of every file the problem's submission needs: the common layers
     plus both architectures' kernels for that problem (and what those import)."""
-    from nvfp4gemm.harness import KERNELS
-
-    from nvfp4gemm.harness import SWAP_KERNELS
-
     files = list(COMMON)
-    for (prob, _arch), (mod, _cls) in sorted(KERNELS.items()) + sorted(SWAP_KERNELS.items()):
+    for (prob, _arch), (mod, _cls) in _all_kernels():
         if prob != problem:
             continue
         pkg = os.path.dirname(mod.replace(".", "/"))
@@ -53,9 +56,7 @@ def modules_for(problem: str) -> list[str]:
 def _is_other_problem_kernel(path: str, problem: str) -> bool:
     """Another problem's kernel module that none of this problem's kernels imports (the
     dual swap_ab kernel builds on the grouped one)."""
-    from nvfp4gemm.harness import KERNELS, SWAP_KERNELS
-
-    mods = list(KERNELS.items()) + list(SWAP_KERNELS.items())
+    mods = _all_kernels()
     other = any(mod.replace(".", "/") + ".py" == path and prob != problem for (prob, _), (mod, _) in mods)
     if not other:
         return False

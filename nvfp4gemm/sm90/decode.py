@@ -346,3 +346,73 @@ def atom_add_acq_rel_gpu(addr: cutlass.Int64, val: Int32, *, loc=None, ip=None) 
             True, loc=loc, ip=ip,
         )
     )
+
+
+# ------------------------------------------------------------- skinny-M kernel (mma.sync)
+
+
+@dsl_user_op
+def ld_global_nc_v4(addr: cutlass.Int64, *, loc=None, ip=None):
+    """16 bytes of read-only global data (ld.global.nc.v4.b32) as 4 words.  Not volatile:
+    the compiler may hoist it above earlier arithmetic (the skinny kernel's prefetch)."""
+    res = _asm(
+        llvm.StructType.get_literal([T.i32(), T.i32(), T.i32(), T.i32()]),
+        [cutlass.Int64(addr).ir_value(loc=loc, ip=ip)],
+        "ld.global.nc.v4.b32 {$0, $1, $2, $3}, [$4];",
+        "=r,=r,=r,=r,l",
+        False, loc=loc, ip=ip,
+    )
+    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+
+
+@dsl_user_op
+def ld_global_nc_u32(addr: cutlass.Int64, *, loc=None, ip=None) -> Int32:
+    """4 bytes of read-only global data (ld.global.nc.b32)."""
+    return Int32(_asm(T.i32(), [cutlass.Int64(addr).ir_value(loc=loc, ip=ip)],
+                      "ld.global.nc.b32 $0, [$1];", "=r,l", False, loc=loc, ip=ip))
+
+
+@dsl_user_op
+def mma_m16n8k16_f16(a, b, c, *, loc=None, ip=None):
+    """mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32: a = 4 words (fp16x2) of the
+    16x16 A fragment, b = 2 words of the 16x8 B fragment, c = 4 fp32; returns D = A B + C
+    (fragment layouts of the PTX ISA: lane l holds rows l / 4 and l / 4 + 8, k positions
+    2 (l % 4) + {0, 1, 8, 9}; B the same k positions of column l / 4)."""
+    res = _asm(
+        llvm.StructType.get_literal([T.f32()] * 4),
+        [Int32(x).ir_value(loc=loc, ip=ip) for x in a] + [Int32(x).ir_value(loc=loc, ip=ip) for x in b]
+        + [cutlass.Float32(x).ir_value(loc=loc, ip=ip) for x in c],
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};",
+        "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f",
+        False, loc=loc, ip=ip,
+    )
+    return tuple(cutlass.Float32(llvm.extractvalue(T.f32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+
+
+@dsl_user_op
+def cp_async_16_ca(dst_smem: Int32, src_gmem: cutlass.Int64, *, loc=None, ip=None) -> None:
+    """cp.async.ca 16 bytes global -> shared, cached in L1 (data many CTAs of an SM read)."""
+    _asm(None, [Int32(dst_smem).ir_value(loc=loc, ip=ip), cutlass.Int64(src_gmem).ir_value(loc=loc, ip=ip)],
+         "cp.async.ca.shared.global [$0], [$1], 16;", "r,l", True, loc=loc, ip=ip)
+
+
+@dsl_user_op
+def cp_async_4(dst_smem: Int32, src_gmem: cutlass.Int64, *, loc=None, ip=None) -> None:
+    """cp.async.ca 4 bytes global -> shared."""
+    _asm(None, [Int32(dst_smem).ir_value(loc=loc, ip=ip), cutlass.Int64(src_gmem).ir_value(loc=loc, ip=ip)],
+         "cp.async.ca.shared.global [$0], [$1], 4;", "r,l", True, loc=loc, ip=ip)
+
+
+@dsl_user_op
+def ld_shared_v4_u32(addr: Int32, *, loc=None, ip=None):
+    """16 bytes at a 32-bit shared-window address as 4 words (volatile asm: stays after the
+    cp.async wait that makes them valid)."""
+    res = _asm(
+        llvm.StructType.get_literal([T.i32(), T.i32(), T.i32(), T.i32()]),
+        [Int32(addr).ir_value(loc=loc, ip=ip)],
+        "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];",
+        "=r,=r,=r,=r,r",
+        True, loc=loc, ip=ip,
+    )
+    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
