@@ -1,5 +1,5 @@
 """Hopper (sm_90a) fused NVFP4 dual GEMM for decode-sized M: C = silu(A B1^T) * (A B2^T)
-with `mma.sync.m16n8k16` and no shared-memory operands.
+with `mma.sync.m16n8k16` on register operands (no wgmma, no decoded tiles in shared memory).
 
 Why a third dual kernel: with M <= 16 the problem is a pair of matrix-vector products,
 bound by reading B1 and B2 (N K bytes).  The wgmma kernels (dual_gemm.py, dual_swap.py) run
@@ -11,11 +11,14 @@ decode registers allow; every B row is read and decoded exactly once.
 
 Work split: CTA (bx, l) owns rows [bx R, bx R + R) of B1 and of B2 (R = tile M: 16 or 32,
 one or two m16 row groups) of batch l; its W = k_warps warps split K into 128-code chunks,
-warp w taking chunk pairs [w P / W, (w + 1) P / W), P = K / 256.  Per chunk lane
-(g = lane / 4, tq = lane % 4) loads 16 bytes (32 codes) of rows g and g + 8 of each row group
+warp w taking the contiguous chunks [w C / W, (w + 1) C / W), C = K / 128.  Per chunk lane
+(g = lane / 4, tq = lane % 4) copies 16 bytes (32 codes) of rows g and g + 8 of each row group
 of B1 and B2 and of A rows g (and g + 8 when the tile N is 16; rows past M are clamped to
-M - 1 and their outputs dropped), plus one 32-bit word of each row's permuted scales.  The
-next chunk's loads go out before the current chunk is decoded (two register buffers).
+M - 1 and their outputs dropped), plus one 32-bit word of each row's permuted scales, into
+its own slots of the warp's cp.async ring (ab_stages deep: S - 1 chunks in flight while one
+is decoded; lane-private slots, so only `cp.async.wait_group`, no barrier).  B goes through
+L2 only (.cg); A through L1 (.ca), because every CTA reads the same few A rows (at M = 1,
+L2-only A loads cost 1x14336x4096 48 instead of 36 us on an H200, notes/sm90.md exp. 42).
 
 K order: at step s (0..7) of a chunk, lane tq supplies the k positions 2 tq + {0, 1, 8, 9}
 of the A and B fragments from codes 32 tq + 4 s .. + 3 of its 32 (`decode.decode_a_frag`,
@@ -38,7 +41,7 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, Int64
 
-from configs import KernelConfig, check_config, check_shape
+from configs import KernelConfig, check_config, check_shape, sm90_smem_bytes
 from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.sm90 import decode
 
@@ -68,6 +71,9 @@ class Sm90DualSkinnyKernel:
         # per-warp cp.async ring: per stage, 16 bytes per lane per row, then 4 per lane per row
         self.ring_stages = config.ab_stages
         self.stage_bytes = self.lane_rows * 32 * (16 + 4)
+        # rings + the warps' (2, tile N, tile M) fp32 partial sums: the model in configs
+        assert self.k_warps * (self.ring_stages * self.stage_bytes + 2 * self.tokens * self.rows * 4) \
+            == sm90_smem_bytes(config), "configs.sm90_smem_bytes disagrees with the skinny kernel"
 
     @staticmethod
     def can_implement(config: KernelConfig, m: int, n: int, k: int, l: int) -> None:
@@ -285,8 +291,6 @@ class Sm90DualSkinnyKernel:
 
 
 def shared_storage_bytes(config: KernelConfig) -> int:
-    from configs import sm90_smem_bytes
-
     return sm90_smem_bytes(config)
 
 
