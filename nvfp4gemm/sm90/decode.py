@@ -288,16 +288,28 @@ def st_cluster_v4_f32(addr: Int32, rank: Int32, a, b, c, d, *, loc=None, ip=None
     )
 
 
-@dsl_user_op
-def ld_shared_v4_f32(addr: Int32, *, loc=None, ip=None):
+def _ld_shared_v4(addr, elem, ptx_type, constraint, wrap, loc, ip):
+    """4 values at a 32-bit shared-window address (ld.shared.v4; volatile asm: stays ordered
+    with the other shared-memory asm, e.g. after the cp.async wait that makes them valid)."""
     res = _asm(
-        llvm.StructType.get_literal([T.f32(), T.f32(), T.f32(), T.f32()]),
+        llvm.StructType.get_literal([elem()] * 4),
         [Int32(addr).ir_value(loc=loc, ip=ip)],
-        "ld.shared.v4.f32 {$0, $1, $2, $3}, [$4];",
-        "=f,=f,=f,=f,r",
+        f"ld.shared.v4.{ptx_type} {{$0, $1, $2, $3}}, [$4];",
+        ",".join([f"={constraint}"] * 4 + ["r"]),
         True, loc=loc, ip=ip,
     )
-    return tuple(cutlass.Float32(llvm.extractvalue(T.f32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+    return tuple(wrap(llvm.extractvalue(elem(), res, [i], loc=loc, ip=ip)) for i in range(4))
+
+
+@dsl_user_op
+def ld_shared_v4_f32(addr: Int32, *, loc=None, ip=None):
+    return _ld_shared_v4(addr, T.f32, "f32", "f", cutlass.Float32, loc, ip)
+
+
+@dsl_user_op
+def ld_shared_v4_u32(addr: Int32, *, loc=None, ip=None):
+    """16 bytes as 4 words (the skinny kernel's ring slots)."""
+    return _ld_shared_v4(addr, T.i32, "b32", "r", Int32, loc, ip)
 
 
 @dsl_user_op
@@ -352,27 +364,6 @@ def atom_add_acq_rel_gpu(addr: cutlass.Int64, val: Int32, *, loc=None, ip=None) 
 
 
 @dsl_user_op
-def ld_global_nc_v4(addr: cutlass.Int64, *, loc=None, ip=None):
-    """16 bytes of read-only global data (ld.global.nc.v4.b32) as 4 words.  Not volatile:
-    the compiler may hoist it above earlier arithmetic (the skinny kernel's prefetch)."""
-    res = _asm(
-        llvm.StructType.get_literal([T.i32(), T.i32(), T.i32(), T.i32()]),
-        [cutlass.Int64(addr).ir_value(loc=loc, ip=ip)],
-        "ld.global.nc.v4.b32 {$0, $1, $2, $3}, [$4];",
-        "=r,=r,=r,=r,l",
-        False, loc=loc, ip=ip,
-    )
-    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
-
-
-@dsl_user_op
-def ld_global_nc_u32(addr: cutlass.Int64, *, loc=None, ip=None) -> Int32:
-    """4 bytes of read-only global data (ld.global.nc.b32)."""
-    return Int32(_asm(T.i32(), [cutlass.Int64(addr).ir_value(loc=loc, ip=ip)],
-                      "ld.global.nc.b32 $0, [$1];", "=r,l", False, loc=loc, ip=ip))
-
-
-@dsl_user_op
 def mma_m16n8k16_f16(a, b, c, *, loc=None, ip=None):
     """mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32: a = 4 words (fp16x2) of the
     16x16 A fragment, b = 2 words of the 16x8 B fragment, c = 4 fp32; returns D = A B + C
@@ -403,16 +394,3 @@ def cp_async_4(dst_smem: Int32, src_gmem: cutlass.Int64, *, loc=None, ip=None) -
     _asm(None, [Int32(dst_smem).ir_value(loc=loc, ip=ip), cutlass.Int64(src_gmem).ir_value(loc=loc, ip=ip)],
          "cp.async.ca.shared.global [$0], [$1], 4;", "r,l", True, loc=loc, ip=ip)
 
-
-@dsl_user_op
-def ld_shared_v4_u32(addr: Int32, *, loc=None, ip=None):
-    """16 bytes at a 32-bit shared-window address as 4 words (volatile asm: stays after the
-    cp.async wait that makes them valid)."""
-    res = _asm(
-        llvm.StructType.get_literal([T.i32(), T.i32(), T.i32(), T.i32()]),
-        [Int32(addr).ir_value(loc=loc, ip=ip)],
-        "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];",
-        "=r,=r,=r,=r,r",
-        True, loc=loc, ip=ip,
-    )
-    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
