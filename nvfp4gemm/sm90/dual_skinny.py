@@ -1,29 +1,11 @@
 """Hopper (sm_90a) fused NVFP4 dual GEMM for decode-sized M: C = silu(A B1^T) * (A B2^T)
 with `mma.sync.m16n8k16` on register operands (no wgmma, no decoded tiles in shared memory).
 
-Why a third dual kernel: with M <= 16 the problem is a pair of matrix-vector products,
-bound by reading B1 and B2 (N K bytes).  The wgmma kernels (dual_gemm.py, dual_swap.py) run
-8 consumer warps per SM, too few to keep enough loads in flight and to hide the decode's
-dependency chains, and they pad M to 16..128 MMA rows.  Here every warp decodes its own
-operands straight into m16n8k16 fragments (B1 / B2 rows on the MMA's M side, the few A rows
-on its N side), holds only 8-16 fp32 accumulators, and so as many warps fit per SM as the
-decode registers allow; every B row is read and decoded exactly once.
-
-Work split: CTA (bx, l) owns rows [bx R, bx R + R) of B1 and of B2 (R = tile M: 16 or 32,
-one or two m16 row groups) of batch l; its W = k_warps warps split K into 128-code chunks,
-warp w taking the contiguous chunks [w C / W, (w + 1) C / W), C = K / 128.  Per chunk lane
-(g = lane / 4, tq = lane % 4) copies 16 bytes (32 codes) of rows g and g + 8 of each row group
-of B1 and B2 and of A rows g (and g + 8 when the tile N is 16; rows past M are clamped to
-M - 1 and their outputs dropped), plus one 32-bit word of each row's permuted scales, into
-its own slots of the warp's cp.async ring (ab_stages deep: S - 1 chunks in flight while one
-is decoded; lane-private slots, so only `cp.async.wait_group`, no barrier).  B goes through
-L2 only (.cg); A through L1 (.ca), because every CTA reads the same few A rows (at M = 1,
-L2-only A loads cost 1x14336x4096 48 instead of 36 us on an H200, notes/sm90.md exp. 42).
-
-K order: at step s (0..7) of a chunk, lane tq supplies the k positions 2 tq + {0, 1, 8, 9}
-of the A and B fragments from codes 32 tq + 4 s .. + 3 of its 32 (`decode.decode_a_frag`,
-the same map on both operands, so the dot products are unchanged); their e4m3 scale is group
-2 tq + s // 4 of the chunk, byte (tq % 2) * 2 + s // 4 of scale word (row, atom 2 c + tq // 2).
+The loads, decode and mma.sync main loop are `skinny.Sm90SkinnyCore` (shared with the
+grouped skinny kernel; its docstring has the work split, the cp.async rings and the K
+order).  Here the CTA (bx, l) owns rows [bx R, bx R + R) of B1 and of B2 (R = tile M: 16 or
+32) of batch l, so every B1 / B2 row is read and decoded exactly once, and A is the few
+token rows.
 
 Epilogue: the warps' partial sums meet in shared memory (W x 2 x tile N x R fp32); thread t
 sums a (token, row pair) task over the warps, applies silu(x1) * x2 (`epilogue.silu_mul`,
@@ -38,42 +20,21 @@ from __future__ import annotations
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-import cutlass.utils as utils
-from cutlass import Float32, Int32, Int64
+from cutlass import Float32, Int32
 
 from configs import KernelConfig, check_config, check_shape, sm90_smem_bytes
 from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.sm90 import decode
-
-CHUNK_BYTES = 64  # 128 codes of one row per chunk, 16 bytes per lane
-SF_ATOM = 512  # bytes of one permuted scale atom (128 rows x 4 scale columns)
-SF_ATOM_K = 64  # codes covered by one atom column
-LO_HALVES, HI_HALVES = 0x5410, 0x7632  # prmt selectors: halfword 0 / 1 of two rows' words
+from nvfp4gemm.sm90.skinny import Sm90SkinnyCore
 
 
-class Sm90DualSkinnyKernel:
+class Sm90DualSkinnyKernel(Sm90SkinnyCore):
+    num_b = 2  # B1 and B2
+
     def __init__(self, config: KernelConfig):
         if config.problem != "dual" or config.arch != "sm_90a" or not config.skinny:
             raise ValueError("Sm90DualSkinnyKernel needs an sm_90a dual config with skinny=True")
-        self.config = config
-        self.rows, self.tokens = config.mma_tile_mn  # B rows per CTA (of each B), A rows held
-        self.row_groups = self.rows // 16
-        self.n8 = self.tokens // 8
-        self.k_warps = config.k_warps
-        self.threads = 32 * self.k_warps
-        # operand rows a lane loads per chunk: (B, row group, +0 / +8) of B1 and B2, then A
-        self.b_rows = 2 * self.row_groups * 2
-        self.a_rows = self.n8
-        self.lane_rows = self.b_rows + self.a_rows
-        self.acc_count = 2 * self.row_groups * self.n8 * 4
-        # register buffer of one chunk: 4 data words per row, then one scale word per row
-        self.buf_words = 5 * self.lane_rows
-        # per-warp cp.async ring: per stage, 16 bytes per lane per row, then 4 per lane per row
-        self.ring_stages = config.ab_stages
-        self.stage_bytes = self.lane_rows * 32 * (16 + 4)
-        # rings + the warps' (2, tile N, tile M) fp32 partial sums: the model in configs
-        assert self.k_warps * (self.ring_stages * self.stage_bytes + 2 * self.tokens * self.rows * 4) \
-            == sm90_smem_bytes(config), "configs.sm90_smem_bytes disagrees with the skinny kernel"
+        super().__init__(config)
 
     @staticmethod
     def can_implement(config: KernelConfig, m: int, n: int, k: int, l: int) -> None:
@@ -118,154 +79,20 @@ class Sm90DualSkinnyKernel:
         bx, bl, _ = cute.arch.block_idx()
         warp = cute.arch.make_warp_uniform(tidx // 32)
         lane = tidx % 32
-        smem = utils.SmemAllocator()
-        # (W, 2, tile N, tile M) fp32 partial sums of every warp
-        red = smem.allocate_tensor(Float32, cute.make_layout((self.k_warps, 2, self.tokens, self.rows)), 16)
-        # (W, S, stage bytes) per-warp cp.async rings
-        rings = smem.allocate_tensor(cutlass.Uint8, cute.make_layout(self.k_warps * self.ring_stages * self.stage_bytes), 16)
-        ring = rings.iterator.toint() + warp * (self.ring_stages * self.stage_bytes)
-
-        data, scales = self.lane_addresses(a_ptr, b1_ptr, b2_ptr, sfa_ptr, sfb1_ptr, sfb2_ptr, m, n, k,
-                                           bx, bl, lane)
+        red, ring = self.shared_buffers(warp)
+        data, scales = self.lane_addresses(((b1_ptr.toint(), sfb1_ptr.toint()), (b2_ptr.toint(), sfb2_ptr.toint())),
+                                           a_ptr.toint(), sfa_ptr.toint(), m, n, k, bx, bl, lane)
         acc = self.mainloop(ring, data, scales, k, warp, lane)
-        self.epilogue(acc, red, c_ptr, m, n, bx, bl, warp, lane, tidx)
-
-    # ------------------------------------------------------------------ addresses
-
-    @cute.jit
-    def lane_addresses(self, a_ptr, b1_ptr, b2_ptr, sfa_ptr, sfb1_ptr, sfb2_ptr, m, n, k, bx, bl, lane):
-        """Global addresses of this lane's 16 data bytes and its scale word in chunk 0, one
-        per operand row it loads (order: B1 and B2 row groups, rows +0 / +8; then A rows);
-        chunk c adds c * 64 / c * 1024 (two atom columns)."""
-        g = lane // 4
-        tq = lane % 4
-        kh = Int64(k // 2)
-        atoms_k = Int64(k // SF_ATOM_K)
-        lane_byte = Int64(16 * tq)
-        lane_sf = Int64(tq // 2) * SF_ATOM
-
-        def sf_row(base, r, rows_total):
-            # (r // 128, atom column, r % 32, (r // 32) % 4) of the permuted layout, batch bl
-            atoms_mn = Int64((rows_total + 127) // 128)
-            return (base + (Int64(bl) * atoms_mn + Int64(r // 128)) * atoms_k * SF_ATOM
-                    + Int64((r % 32) * 16 + ((r // 32) % 4) * 4) + lane_sf)
-
-        data = []
-        scales = []
-        for bp, sp in ((b1_ptr, sfb1_ptr), (b2_ptr, sfb2_ptr)):
-            for rg in cutlass.range_constexpr(self.row_groups):
-                for h in cutlass.range_constexpr(2):
-                    r = bx * self.rows + rg * 16 + h * 8 + g
-                    data.append(bp.toint() + (Int64(bl) * Int64(n) + Int64(r)) * kh + lane_byte)
-                    scales.append(sf_row(sp.toint(), r, n))
-        for h in cutlass.range_constexpr(self.n8):
-            t = g + h * 8
-            t = cutlass.select_(t < m, t, m - 1)  # rows past M: any valid row, outputs dropped
-            data.append(a_ptr.toint() + (Int64(bl) * Int64(m) + Int64(t)) * kh + lane_byte)
-            scales.append(sf_row(sfa_ptr.toint(), t, m))
-        return data, scales
-
-    # ------------------------------------------------------------------ main loop
-
-    @cute.jit
-    def issue_chunk(self, ring, data, scales, c, stage, lane):
-        """cp.async chunk c's 16 data bytes and scale word of every row this lane loads into
-        its slots of ring stage `stage` (lane-private: no barrier, only its own waits)."""
-        base = ring + stage * self.stage_bytes + lane * 16
-        sbase = ring + stage * self.stage_bytes + self.lane_rows * 512 + lane * 4
-        off = Int64(c) * CHUNK_BYTES
-        soff = Int64(c) * (2 * SF_ATOM)
-        for i in cutlass.range_constexpr(self.b_rows):  # B1 / B2: streamed once, L2 only
-            decode.cp_async_16(base + i * 512, data[i] + off, Int32(16))
-        for i in cutlass.range_constexpr(self.b_rows, self.lane_rows):
-            # A: every CTA reads the same few rows; through L1 (.ca), CTAs on one SM share
-            decode.cp_async_16_ca(base + i * 512, data[i] + off)
-        for i in cutlass.range_constexpr(self.lane_rows):
-            decode.cp_async_4(sbase + i * 128, scales[i] + soff)
-        cute.arch.cp_async_commit_group()
-
-    @cute.jit
-    def read_chunk(self, buf, ring, stage, lane):
-        """Ring stage `stage` -> the register buffer (4 data words per row, then the scales)."""
-        base = ring + stage * self.stage_bytes + lane * 16
-        sbase = ring + stage * self.stage_bytes + self.lane_rows * 512 + lane * 4
-        for i in cutlass.range_constexpr(self.lane_rows):
-            w = decode.ld_shared_v4_u32(base + i * 512)
-            for j in cutlass.range_constexpr(4):
-                buf[4 * i + j] = w[j]
-        for i in cutlass.range_constexpr(self.lane_rows):
-            buf[4 * self.lane_rows + i] = decode.ld_shared_u32(sbase + i * 128)
-
-    @cute.jit
-    def mma_chunk(self, buf, acc, lane):
-        """Decode one chunk from the register buffer and accumulate its 8 k16 steps."""
-        shift = (lane % 2) * 16  # tq % 2 == lane % 2: which two scale bytes are this lane's
-        s_lo = []
-        s_hi = []
-        for i in cutlass.range_constexpr(self.lane_rows):
-            sw = buf[4 * self.lane_rows + i] >> shift
-            s_lo.append(decode.scale_half2(sw, 0))
-            s_hi.append(decode.scale_half2(sw, 1))
-        a0 = self.b_rows  # index of A row g; A row g + 8 follows when n8 == 2
-        a1 = a0 + self.n8 - 1
-        for s in cutlass.range_constexpr(8):
-            wi = s // 2
-            sel = Int32(LO_HALVES if s % 2 == 0 else HI_HALVES)
-            sc = s_lo if s < 4 else s_hi
-            # A rows g (R0, R2) and g + 8 (R1, R3) as the MMA's B fragments of n-tiles 0 / 1
-            t = decode.decode_a_frag(buf[4 * a0 + wi], buf[4 * a1 + wi], sel, sc[a0], sc[a1])
-            bfrag = [(t[0], t[2]), (t[1], t[3])]
-            for bi in cutlass.range_constexpr(2 * self.row_groups):  # (B, row group)
-                r0 = 2 * bi
-                af = decode.decode_a_frag(buf[4 * r0 + wi], buf[4 * (r0 + 1) + wi], sel, sc[r0], sc[r0 + 1])
-                for nt in cutlass.range_constexpr(self.n8):
-                    base = (bi * self.n8 + nt) * 4
-                    d = decode.mma_m16n8k16_f16(af, bfrag[nt], [acc[base + v] for v in range(4)])
-                    for v in cutlass.range_constexpr(4):
-                        acc[base + v] = d[v]
-
-    @cute.jit
-    def mainloop(self, ring, data, scales, k, warp, lane):
-        """This warp's share of K, chunks [w C / W, (w + 1) C / W), through its own ring of
-        `ring_stages` cp.async stages (S - 1 chunks in flight while one is decoded; past the
-        warp's last chunk the copies repeat it, so every iteration commits one group).  A
-        warp with no chunks runs no MMA; its sums stay 0."""
-        acc = cute.make_rmem_tensor(cute.make_layout(self.acc_count), Float32)
-        acc.fill(0.0)
-        buf = cute.make_rmem_tensor(cute.make_layout(self.buf_words), Int32)
-        chunks = k // (2 * CHUNK_BYTES)
-        # contiguous K ranges (warp-interleaved chunks measured 5-40% slower, H200)
-        first = (warp * chunks) // self.k_warps
-        n_mine = ((warp + 1) * chunks) // self.k_warps - first
-        clamp = cutlass.max(n_mine - 1, 0)
-        for j in cutlass.range_constexpr(self.ring_stages - 1):
-            self.issue_chunk(ring, data, scales, first + cutlass.min(j, clamp), j, lane)
-        for i in cutlass.range(0, n_mine, 1, unroll=1):
-            cute.arch.cp_async_wait_group(self.ring_stages - 2)
-            self.issue_chunk(ring, data, scales, first + cutlass.min(i + self.ring_stages - 1, clamp),
-                             (i + self.ring_stages - 1) % self.ring_stages, lane)
-            self.read_chunk(buf, ring, i % self.ring_stages, lane)
-            self.mma_chunk(buf, acc, lane)
-        return acc
+        self.stash_partials(acc, red, warp, lane)
+        self.epilogue(red, c_ptr, m, n, bx, bl, tidx)
 
     # ------------------------------------------------------------------ epilogue
 
     @cute.jit
-    def epilogue(self, acc, red, c_ptr, m, n, bx, bl, warp, lane, tidx):
-        """Partial sums -> shared memory -> per (token, row pair): sum over warps,
-        silu(x1) * x2, one fp16 pair of C (consecutive threads: consecutive columns)."""
-        g = lane // 4
-        tq = lane % 4
-        for bi in cutlass.range_constexpr(2 * self.row_groups):
-            mat = bi // self.row_groups
-            rg = bi % self.row_groups
-            for nt in cutlass.range_constexpr(self.n8):
-                for v in cutlass.range_constexpr(4):
-                    # m16n8 accumulator: c0, c1 row g, columns 2 tq, 2 tq + 1; c2, c3 row g + 8
-                    row = rg * 16 + g + (v // 2) * 8
-                    tok = nt * 8 + 2 * tq + v % 2
-                    red[(warp, mat, tok, row)] = acc[(bi * self.n8 + nt) * 4 + v]
-        cute.arch.sync_threads()
+    def epilogue(self, red, c_ptr, m, n, bx, bl, tidx):
+        """Per (token, row pair): sum the warps' partial sums (shared memory, after
+        `stash_partials`), silu(x1) * x2, one fp16 pair of C (consecutive threads:
+        consecutive columns)."""
         half = self.rows // 2
         tasks = self.tokens * half
         # (M, N / 2) fp16 pairs of C, batch bl
