@@ -55,9 +55,10 @@ class KernelConfig:
     # (H200, notes/sm90.md exp. 26: the dual kernel runs 1-2% faster without them where it
     # never splits, the grouped kernel 2-9% slower, so the rules differ)
     split_k: bool = False
-    # sm_90a dual, decode-sized M (nvfp4gemm/sm90/dual_skinny.py): mma.sync warps decode B1 /
-    # B2 rows and the few A rows straight into registers; mma_tile_mn = (B rows per CTA: 16
-    # or 32, A rows held: 8 or 16), k_warps warps per CTA split K
+    # sm_90a decode-sized M (nvfp4gemm/sm90/skinny.py: dual_skinny.py, grouped_skinny.py):
+    # mma.sync warps decode B rows (dual: B1 and B2) and the few A rows straight into
+    # registers; mma_tile_mn = (B rows per CTA: 16 or 32, A rows held: 8 or 16), k_warps
+    # warps per CTA split K
     skinny: bool = False
     k_warps: int = 8
 
@@ -138,9 +139,9 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
     sub-blocks of every B (the wgmma reads B from shared memory; A is decoded into its
     registers, rs_a), plus the C staging buffers."""
     tm, tn = cfg.mma_tile_mn
-    if cfg.skinny:  # per warp: ab_stages cp.async stages + its fp32 partial sums (dual_skinny.py)
-        lane_rows = 2 * tm // 8 + tn // 8  # rows of B1, B2 and A a lane loads per chunk
-        return cfg.k_warps * (cfg.ab_stages * lane_rows * 32 * 20 + 2 * tn * tm * 4)
+    if cfg.skinny:  # per warp: ab_stages cp.async stages + its fp32 partial sums (skinny.py)
+        lane_rows = cfg.gemms * tm // 8 + tn // 8  # rows of every B and of A a lane loads per chunk
+        return cfg.k_warps * (cfg.ab_stages * lane_rows * 32 * 20 + cfg.gemms * tn * tm * 4)
     rows = tm + cfg.gemms * tn  # A rows + rows of every B
     # scales are TMA'd as whole 128-row atoms of the permuted layout (2 KB per k-block); a
     # B tile whose N does not divide 128 (96) can straddle two atoms, so it loads two
@@ -201,8 +202,6 @@ def check_config(cfg: KernelConfig) -> list[str]:
         if used * cfg.occupancy > TMEM_COLUMNS:
             errs.append(f"TMEM: {used} columns x occupancy {cfg.occupancy} > {TMEM_COLUMNS}")
     elif cfg.skinny:
-        if cfg.problem != "dual":
-            errs.append("skinny is the sm_90a dual kernel for decode-sized M")
         if tm not in (16, 32) or tn not in (8, 16):
             errs.append(f"skinny tile {cfg.mma_tile_mn}: B rows 16 or 32, A rows 8 or 16")
         if not 1 <= cfg.k_warps <= 16:
@@ -292,6 +291,8 @@ def fits(cfg: KernelConfig, shape) -> bool:
         # sm_90a: the last row of tiles may be partial (TMA bounds)
         return (cfg.arch == "sm_90a" or m % tm == 0) and n % tn == 0
     # grouped: M is ragged (bounded loads/stores); N must be whole tiles
+    if cfg.skinny:
+        return all(m <= tn and n % tm == 0 for m, n, _ in shape)
     if cfg.swap_ab:
         return all(n % tm == 0 for _, n, _ in shape)
     return all(n % tn == 0 for _, n, _ in shape)
@@ -362,7 +363,7 @@ def grouped_mma_tiles(cfg: KernelConfig, shapes) -> list[tuple[int, int]]:
     tm, tn = cfg.mma_tile_mn
     out = []
     for m, n, _k in shapes:
-        mm, nn = (n, m) if cfg.swap_ab else (m, n)
+        mm, nn = (n, m) if cfg.swap_ab or cfg.skinny else (m, n)
         out.append((ceil_div(mm, tm), ceil_div(nn, tn)))
     return out
 
@@ -482,6 +483,18 @@ def sm90_dual_skinny(shape) -> KernelConfig:
     return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=4, ab_stages=3 if tn == 8 else 2)
 
 
+def sm90_group_skinny(shape) -> KernelConfig:
+    """sm_90a grouped GEMM with every M_g <= 16 (MoE decode; nvfp4gemm/sm90/grouped_skinny.py):
+    32 rows of B_g per CTA (two m16 row groups: the per-warp work of the dual kernel's 16 rows
+    of B1 and B2) when that still gives a CTA per SM, else 16; 4 warps splitting K; A rows
+    held 8 (every M_g <= 8) or 16.  H200, 2026-11-21, kernel-only, notes/sm90.md exp. 43:
+    g8 x M 1, N 4096, K 7168 55.8 us (16 rows 63.5; the grouped swap kernel 66.3); g1 x M 1,
+    N 256, K 7168 10.0 (32 rows 12.4, swap 19.3)."""
+    tn = 8 if max(m for m, _, _ in shape) <= 8 else 16
+    tm = 32 if sum(n // 32 for _, n, _ in shape) >= SM_COUNT["sm_90a"] else 16
+    return KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=4, ab_stages=3 if tn == 8 else 2)
+
+
 def swap_mma_n(m: int) -> int:
     """MMA N (rows of A per tile) of an sm_90a swap_ab tile for M rows: the narrowest of 16,
     32, 64 that holds them (the wgmma on padding rows is on the critical path: doubling it
@@ -545,8 +558,11 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
                     k // K_BLOCK >= 4 * split_plan(dual_tiles(sw, shape), SM_COUNT[arch], k // K_BLOCK)[2]:
                 return sw
         return sm90_dual_tile_rule(shape)
-    # grouped: rank the legal tiles by the cost model (128 x 256, 128 x 128, swap 256 x 64),
-    # 128 x 64 when N only allows that
+    # grouped: decode-sized M_g (MoE decode) on the mma.sync kernel (faster than the swap_ab
+    # kernel on all 12 shapes timed, notes/sm90.md exp. 43); otherwise rank the legal tiles
+    # by the cost model (128 x 256, 128 x 128, swap 256 x 64), 128 x 64 when N only allows that
+    if max(m for m, _, _ in shape) <= SKINNY_MAX_M and all(n % 16 == 0 for _, n, _ in shape):
+        return sm90_group_skinny(shape)
     cands = []
     if all(n % 256 == 0 for _, n, _ in shape):
         cands.append(_sm90_fill(KernelConfig(problem, arch, (128, 256), mma_warpgroups=2,

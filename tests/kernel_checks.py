@@ -1,7 +1,8 @@
 """Checks shared by the sm_100a compile tests (dual and grouped GEMM): which configs to
 compile, and what their PTX and ptxas report must show.  Imported by
 tests/test_sm100_dual_compile.py and tests/test_sm100_group_compile.py; the sm_90a skinny
-config set (`SM90_SKINNY`) by tests/test_sm90_compile.py and tests/test_gpu_kernels.py."""
+config sets (`SM90_SKINNY`, `SM90_GROUP_SKINNY`) by tests/test_sm90_compile.py and
+tests/test_gpu_kernels.py."""
 
 import re
 
@@ -17,6 +18,12 @@ SM90_SKINNY = sorted({configs.select_config("dual", "sm_90a", (m, 4096, 7168, 1)
                         for c in [configs.KernelConfig("dual", "sm_90a", t, skinny=True, k_warps=w, ab_stages=s)]
                         if not configs.check_config(c)},
                      key=lambda c: c.short())
+# The sm_90a skinny grouped kernel (every M_g <= 16): the rule's four configs (16 / 32 rows x
+# 8 / 16 A rows) plus other warp counts and ring depths.
+SM90_GROUP_SKINNY = sorted({configs.sm90_group_skinny(((m, n, 7168),)) for m in (1, 16) for n in (256, 8192)}
+                           | {configs.KernelConfig("group", "sm_90a", t, skinny=True, k_warps=w, ab_stages=s)
+                              for t in ((16, 8), (32, 16)) for w, s in ((1, 2), (8, 3), (2, 6))},
+                           key=lambda c: c.short())
 
 
 def sm100_cases(problem: str, extra_shapes) -> list:

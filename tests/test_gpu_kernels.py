@@ -13,7 +13,7 @@ import torch
 
 import configs
 import reference as R
-from kernel_checks import SM90_SKINNY
+from kernel_checks import SM90_GROUP_SKINNY, SM90_SKINNY
 
 _REASON = "needs a CUDA GPU of capability (9, 0) or (10, x)"
 
@@ -119,6 +119,23 @@ def test_dual_skinny(shape):
         pytest.skip("sm_100a dual has no skinny kernel (and needs M % 128 == 0)")
     assert configs.select_config("dual", "sm_90a", shape).skinny
     _run(R.generate_input(*shape, 18, device="cuda", poison_padding=True), "dual")
+
+
+@pytest.mark.parametrize("shape", [
+    tuple((m, 1024, 2048) for m in (1, 2, 4, 8, 16, 3, 5, 7)),  # 256 CTAs of 32 rows, 16 A rows held
+    ((1, 256, 7168),),  # one group: 16 CTAs of 16 rows, 14 chunks per warp, 7 clamped A rows
+    ((3, 512, 256), (8, 1024, 1792), (5, 64, 512)),  # K = 256: two of the four warps run no MMA
+    tuple((2, 256, 512) for _ in range(16)),  # 16 groups: every entry of the group-table scan
+    ((16, 2048, 4096), (1, 2048, 4096)),  # 16 x 16 tiles (sum N_g / 32 = 128 < 132 SMs)
+], ids=lambda s: "-".join(f"{m}x{n}x{k}" for m, n, k in s))
+def test_grouped_skinny(shape):
+    """Every M_g <= 16 (MoE decode) through custom_kernel: the rule picks the skinny mma.sync
+    grouped kernel; poisoned C and scale padding, two calls."""
+    if torch.cuda.get_device_capability()[0] == 10:
+        pytest.skip("sm_100a grouped has no skinny kernel")
+    assert configs.select_config("group", "sm_90a", shape).skinny
+    ms, ns, ks = (list(x) for x in zip(*shape))
+    _run(R.generate_input(ms, ns, ks, len(shape), 20, device="cuda", poison_padding=True), "group")
 
 
 def test_grouped_poisoned_padding_and_tiny_m():
@@ -292,6 +309,19 @@ def test_dual_skinny_every_config(cfg):
     shape = (cfg.mma_tile_mn[1] - 1, 1024, 1280, 2)
     data = R.generate_input(*shape, 19, device="cuda", poison_padding=True)
     _run_config(data, "dual", cfg, shape)
+
+
+@_sm90_only
+@pytest.mark.parametrize("cfg", SM90_GROUP_SKINNY, ids=lambda c: c.short())
+def test_grouped_skinny_every_config(cfg):
+    """Each grouped skinny config the compile tests build: M_g one less than the A rows held,
+    1 and all of them; K 1280 / 256 / 768 (10 / 2 / 6 chunks over 1-8 warps); poisoned C
+    and scale padding."""
+    tn = cfg.mma_tile_mn[1]
+    shape = ((tn - 1, 1024, 1280), (1, 512, 256), (tn, 256, 768))
+    ms, ns, ks = (list(x) for x in zip(*shape))
+    data = R.generate_input(ms, ns, ks, len(shape), 21, device="cuda", poison_padding=True)
+    _run_config(data, "group", cfg, shape)
 
 
 @_sm90_only

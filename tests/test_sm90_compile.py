@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 
 import configs
-from kernel_checks import SM90_SKINNY
+from kernel_checks import SM90_GROUP_SKINNY, SM90_SKINNY
 from nvfp4gemm import harness
 from nvfp4gemm.sm90.dual_gemm import Sm90DualGemmKernel
 from nvfp4gemm.sm90.grouped_gemm import Sm90GroupedGemmKernel
@@ -34,8 +34,10 @@ def _cases():
         seen.setdefault(("group", configs.select_config("group", "sm_90a", shape)), shape)
     # swap_ab 256x64, which the rules pick for tiny M (no leaderboard shape): grouped, and
     # the dual swap kernel (split and whole tiles)
-    for tiny_m in (((8, 4096, 7168),) * 8, ((32, 4096, 7168),) * 8, ((64, 4096, 7168),) * 8):  # MMA N 16, 32, 64
+    for tiny_m in (((32, 4096, 7168),) * 8, ((64, 4096, 7168),) * 8):  # MMA N 32, 64
         seen.setdefault(("group", configs.select_config("group", "sm_90a", tiny_m)), tiny_m)
+    # grouped swap with MMA N 16 (every M_g <= 16 now runs the skinny kernel)
+    seen.setdefault(("group", replace(configs._sm90_swap_ab("group", 16), split_k=True)), ((8, 4096, 7168),) * 8)
     for shape in ((17, 4096, 7168, 1), (32, 4096, 7168, 1), (64, 4096, 7168, 1), (24, 14336, 4096, 1)):
         seen.setdefault(("dual", configs.select_config("dual", "sm_90a", shape)), shape)
     # the dual swap kernel with MMA N 16 (M <= 16 now runs the skinny kernel)
@@ -100,6 +102,54 @@ def test_skinny_compiles_mma_sync_no_spills(cfg, tmp_path):
         assert ck.registers <= 128, ck.registers
 
 
+# the skinny (mma.sync) grouped kernel for every M_g <= 16 (tests/test_gpu_kernels.py runs the same set)
+@pytest.mark.parametrize("cfg", SM90_GROUP_SKINNY, ids=lambda c: c.short())
+def test_group_skinny_compiles_mma_sync_no_spills(cfg, tmp_path):
+    assert not configs.check_config(cfg), configs.check_config(cfg)
+    shape = ((cfg.mma_tile_mn[1], 1024, 1280), (1, 512, 256))
+    cls = harness.kernel_module("group", "sm_90a", cfg)[1]
+    assert cls.__name__ == "Sm90GroupedSkinnyKernel"
+    cls.can_implement(cfg, shape)
+    ck = harness.compile_kernel("group", "sm_90a", cfg, shape, dump_dir=str(tmp_path))
+    ptx = harness.read_ptx(ck.ptx_path)
+    mmas = set(re.findall(r"mma\.sync\.aligned\.(m\d+n\d+k\d+)\.row\.col\.(\w+)\.(\w+)\.(\w+)\.(\w+)", ptx))
+    assert mmas == {("m16n8k16", "f32", "f16", "f16", "f32")}, mmas
+    assert "wgmma" not in ptx and "e2m1" not in ptx
+    assert "cp.async.cg.shared.global" in ptx and "cp.async.bulk" not in ptx
+    assert ck.spill_bytes == 0 and ck.stack_bytes == 0, (ck.spill_bytes, ck.stack_bytes)
+    assert ck.smem_bytes == configs.smem_bytes(cfg) <= SMEM_LIMIT
+    if cfg.k_warps == 4:  # the rule's warp count: <= 128 registers (4+ CTAs of 4 warps per SM)
+        assert ck.registers <= 128, ck.registers
+
+
+def test_group_skinny_rule_and_can_implement():
+    """Every M_g <= 16: the skinny grouped kernel, 32 rows of B_g per CTA when that makes at
+    least a CTA per SM (sum N_g / 32 >= 132), else 16; A rows 8 / 16 by the largest M_g; one
+    CTA per tile of rows (the grouped tile offsets); the kernel names what it cannot do."""
+    from nvfp4gemm.sm90.grouped_skinny import Sm90GroupedSkinnyKernel
+
+    for shape, tile in ((((8, 4096, 7168),) * 8, (32, 8)), (((1, 256, 7168),), (16, 8)),
+                        (((3, 1024, 7168), (16, 1024, 7168)), (16, 16)),
+                        (((1, 2048, 2048), (16, 4096, 512)), (32, 16))):
+        cfg = configs.select_config("group", "sm_90a", shape)
+        assert cfg.skinny and cfg.mma_tile_mn == tile and configs.fits(cfg, shape), (shape, cfg.short())
+        assert harness.kernel_module("group", "sm_90a", cfg)[1] is Sm90GroupedSkinnyKernel
+        Sm90GroupedSkinnyKernel.can_implement(cfg, shape)
+        assert configs.grouped_tile_offsets(cfg, shape)[-1] == sum(n // tile[0] for _, n, _ in shape)
+    assert not configs.select_config("group", "sm_90a", ((16, 4096, 7168), (17, 4096, 7168))).skinny
+    cfg = configs.sm90_group_skinny(((8, 4096, 7168),) * 8)
+    with pytest.raises(ValueError, match="group 1: M=9 exceeds the skinny tile's 8 A rows"):
+        Sm90GroupedSkinnyKernel.can_implement(cfg, ((8, 4096, 7168), (9, 4096, 7168)))
+    with pytest.raises(ValueError, match="group 0: N=4080 must be a multiple of the skinny tile's 32 rows"):
+        Sm90GroupedSkinnyKernel.can_implement(cfg, ((8, 4080, 7168),))
+    with pytest.raises(ValueError, match="group 0: K=320"):
+        Sm90GroupedSkinnyKernel.can_implement(cfg, ((8, 4096, 320),))
+    with pytest.raises(ValueError, match="17 groups"):
+        Sm90GroupedSkinnyKernel.can_implement(cfg, ((8, 4096, 7168),) * 17)
+    with pytest.raises(ValueError, match="grouped config"):
+        Sm90GroupedSkinnyKernel(configs.sm90_dual_skinny((8, 4096, 7168, 1)))
+
+
 def test_skinny_can_implement_names_constraint():
     from nvfp4gemm.sm90.dual_skinny import Sm90DualSkinnyKernel
 
@@ -150,7 +200,7 @@ def test_dual_small_m_rule_and_swap_constraints():
     """The rule picks the dual swap_ab kernel for M <= 32 (MMA N 16 / 32), and for M <= 64
     (MMA N 64) when its work units run >= 4 k-blocks (notes/sm90.md experiments 40-41); the
     grouped rule narrows its swap tile the same way; the kernel names what it cannot do."""
-    for ms, tn in (([8] * 8, 16), ([32] * 8, 32), ([1, 40, 17], 64)):
+    for ms, tn in (([17] * 8, 32), ([32] * 8, 32), ([1, 40, 17], 64)):  # (every M_g <= 16: skinny)
         g = configs.select_config("group", "sm_90a", tuple((m, 4096, 7168) for m in ms))
         assert g.swap_ab and g.mma_tile_mn == (256, tn), g.short()
     from nvfp4gemm.sm90.dual_swap import Sm90DualSwapKernel

@@ -453,6 +453,15 @@ def launch_args(tables, stream) -> tuple:
     )
 
 
+def group_table_rows(data) -> tuple[list, list]:
+    """(rows of the group table: a, b, c, sfa_perm, sfb_perm addresses and M, N, K per group;
+    the (m, n, k) shapes) of a grouped input (also the grouped skinny kernel's)."""
+    abc, _sfs, sfs_p, sizes = data
+    rows = [[a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), m, n, k]
+            for (a, b, c), (sa, sb), (m, n, k, _l) in zip(abc, sfs_p, sizes)]
+    return rows, [(m, n, k) for m, n, k, _l in sizes]
+
+
 _META_CACHE: dict = {}
 
 
@@ -460,16 +469,13 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
     """Group table, tile prefix sums and the split-K workspace and counters as device
     tensors (cached by the tensors' addresses and shapes, so a repeated call on the same
     buffers allocates and copies nothing)."""
-    abc, _sfs, sfs_p, sizes = data
-    key = (config.mma_tile_mn, config.swap_ab, config.split_k) + tuple((a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), tuple(s))
-                for (a, b, c), (sa, sb), s in zip(abc, sfs_p, sizes))
+    rows, shapes = group_table_rows(data)
+    key = (config.mma_tile_mn, config.swap_ab, config.split_k) + tuple(tuple(r) for r in rows)
     hit = _META_CACHE.get(key)
     if hit is None:
-        rows = [[a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), m, n, k]
-                for (a, b, c), (sa, sb), (m, n, k, _l) in zip(abc, sfs_p, sizes)]
-        offs, total = _tile_offsets(config, [(m, n, k) for m, n, k, _ in sizes])
+        offs, total = _tile_offsets(config, shapes)
         if len(_META_CACHE) > 64:
             _META_CACHE.clear()
-        hit = _META_CACHE[key] = launch_tables(config, abc[0][2].device, rows, offs, total,
-                                               [k // K_BLOCK for _m, _n, k, _l in sizes])
+        hit = _META_CACHE[key] = launch_tables(config, data[0][0][2].device, rows, offs, total,
+                                               [k // K_BLOCK for _m, _n, k in shapes])
     return launch_args(hit, stream)

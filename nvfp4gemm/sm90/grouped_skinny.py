@@ -1,0 +1,158 @@
+"""Hopper (sm_90a) fused NVFP4 grouped GEMM for decode-sized M (MoE decode: every M_g <= 16):
+C_g = A_g B_g^T with `mma.sync.m16n8k16` on register operands (no wgmma, no decoded tiles in
+shared memory).
+
+The loads, decode and main loop are `skinny.Sm90SkinnyCore` (shared with the dual skinny
+kernel; its docstring has the work split, the cp.async rings and the K order).  One CTA per
+R = tile M (16 or 32) consecutive rows of one group's B_g, with all M_g rows of A_g: block
+b -> group g by the prefix sums of N_g / R (the group table's scan, as grouped_gemm.py), so
+every B_g row is read and decoded exactly once and the launch has sum_g N_g / R CTAs (not
+persistent: with ~4 resident CTAs per SM the hardware balances groups of unequal K).
+
+Epilogue: the warps' partial sums meet in shared memory (W x tile N x R fp32); thread t sums
+a (token, row pair) task over the warps and stores one fp16 pair of C_g (consecutive threads:
+consecutive columns); rows of C_g >= M_g are skipped.
+
+Constraints (can_implement): config.skinny, 1..16 groups, every M_g <= tile N (8 or 16),
+N_g % tile M == 0, K_g % 256 == 0, L == 1.
+"""
+
+from __future__ import annotations
+
+import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32, Int64
+
+from configs import KernelConfig, check_config, check_shape, sm90_smem_bytes
+from nvfp4gemm.sm90 import decode
+from nvfp4gemm.sm90.grouped_gemm import MAX_GROUPS, META_FIELDS, group_table_rows
+from nvfp4gemm.sm90.skinny import Sm90SkinnyCore
+
+
+class Sm90GroupedSkinnyKernel(Sm90SkinnyCore):
+    num_b = 1
+
+    def __init__(self, config: KernelConfig):
+        if config.problem != "group" or config.arch != "sm_90a" or not config.skinny:
+            raise ValueError("Sm90GroupedSkinnyKernel needs an sm_90a grouped config with skinny=True")
+        super().__init__(config)
+
+    @staticmethod
+    def can_implement(config: KernelConfig, shapes) -> None:
+        errs = check_config(config) + check_shape("group", shapes, "sm_90a")
+        if not config.skinny:
+            errs.append("not a skinny config")
+        else:
+            tm, tn = config.mma_tile_mn
+            for g, (m, n, _k) in enumerate(shapes):
+                if m > tn:
+                    errs.append(f"group {g}: M={m} exceeds the skinny tile's {tn} A rows")
+                if n % tm:
+                    errs.append(f"group {g}: N={n} must be a multiple of the skinny tile's {tm} rows")
+        if errs:
+            raise ValueError("; ".join(errs))
+
+    @cute.jit
+    def __call__(
+        self,
+        meta_ptr: cute.Pointer,  # (16, 8) int64 group table: a, b, c, sfa_perm, sfb_perm, M, N, K
+        offs_ptr: cute.Pointer,  # (17,) int32 prefix sums of N_g / R (unused groups: a huge value)
+        ctas: Int32,  # sum_g N_g / R
+        stream: cuda.CUstream,
+    ):
+        meta = cute.make_tensor(meta_ptr, cute.make_layout((MAX_GROUPS, META_FIELDS), stride=(META_FIELDS, 1)))
+        offs = cute.make_tensor(offs_ptr, cute.make_layout(MAX_GROUPS + 1))
+        self.kernel(meta, offs).launch(grid=[ctas, 1, 1], block=[self.threads, 1, 1], stream=stream)
+
+    @cute.kernel
+    def kernel(self, meta: cute.Tensor, offs: cute.Tensor):
+        tidx, _, _ = cute.arch.thread_idx()
+        bx, _, _ = cute.arch.block_idx()
+        warp = cute.arch.make_warp_uniform(tidx // 32)
+        lane = tidx % 32
+        g = Int32(0)  # branch-free scan of the prefix sums
+        for i in cutlass.range_constexpr(1, MAX_GROUPS):
+            g = g + Int32(bx >= offs[i])
+        blk = bx - offs[g]
+        mg = Int32(meta[(g, 5)])
+        ng = Int32(meta[(g, 6)])
+        kg = Int32(meta[(g, 7)])
+        red, ring = self.shared_buffers(warp)
+        data, scales = self.lane_addresses(((Int64(meta[(g, 1)]), Int64(meta[(g, 4)])),),
+                                           Int64(meta[(g, 0)]), Int64(meta[(g, 3)]), mg, ng, kg, blk, 0, lane)
+        acc = self.mainloop(ring, data, scales, kg, warp, lane)
+        self.stash_partials(acc, red, warp, lane)
+        self.epilogue(red, Int64(meta[(g, 2)]), mg, ng, blk, tidx)
+
+    @cute.jit
+    def epilogue(self, red, c_g, mg, ng, blk, tidx):
+        """Per (token, row pair): sum the warps' partial sums, one fp16 pair of C_g."""
+        half = self.rows // 2
+        tasks = self.tokens * half
+        # (M_g, N_g / 2) fp16 pairs of this group's C
+        mC2 = cute.make_tensor(cute.make_ptr(Int32, c_g, cute.AddressSpace.gmem, assumed_align=16),
+                               cute.make_layout((mg, ng // 2), stride=(ng // 2, 1)))
+        scale = Float32(decode.ACC_RESCALE)
+        for it in cutlass.range_constexpr((tasks + self.threads - 1) // self.threads):
+            t = tidx + it * self.threads
+            tok = t // half
+            rp = t % half
+            if t < tasks:
+                if tok < mg:
+                    x = [Float32(0.0)] * 2  # rows 2 rp, 2 rp + 1
+                    for w in cutlass.range_constexpr(self.k_warps):
+                        for j in cutlass.range_constexpr(2):
+                            x[j] = x[j] + red[(w, 0, tok, 2 * rp + j)]
+                    mC2[(tok, blk * half + rp)] = decode.pack_f16x2(x[0] * scale, x[1] * scale)
+
+
+# ---------------------------------------------------------------------- host helpers
+
+
+def shared_storage_bytes(config: KernelConfig) -> int:
+    return sm90_smem_bytes(config)
+
+
+def static_shape_key(config: KernelConfig, shapes):
+    return None  # one compile serves every grouped shape
+
+
+def compile_args(config: KernelConfig, shapes) -> tuple:
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    return (make_ptr(cutlass.Int64, 1 << 20, cute.AddressSpace.gmem, assumed_align=16),
+            make_ptr(cutlass.Int32, 2 << 20, cute.AddressSpace.gmem, assumed_align=16),
+            Int32(1), make_fake_stream())
+
+
+_TABLE_CACHE: dict = {}
+
+
+def runtime_args(data, config: KernelConfig, stream) -> tuple:
+    """The group table and the CTA prefix sums as device tensors (cached by the tensors'
+    addresses and the sizes, so a repeated call on the same buffers copies nothing)."""
+    import torch
+    from cutlass.cute.runtime import make_ptr
+
+    from nvfp4gemm import scheduler
+
+    rows, shapes = group_table_rows(data)
+    key = (config.mma_tile_mn,) + tuple(tuple(r) for r in rows)
+    hit = _TABLE_CACHE.get(key)
+    if hit is None:
+        offs = scheduler.grouped_tile_offsets(config, shapes)
+        ctas = offs[-1]
+        offs += [1 << 30] * (MAX_GROUPS + 1 - len(offs))
+        dev = data[0][0][2].device
+        if len(_TABLE_CACHE) > 64:
+            _TABLE_CACHE.clear()
+        hit = _TABLE_CACHE[key] = (
+            torch.tensor(rows + [[0] * META_FIELDS] * (MAX_GROUPS - len(rows)), dtype=torch.int64, device=dev),
+            torch.tensor(offs, dtype=torch.int32, device=dev), ctas)
+    meta_t, offs_t, ctas = hit
+    if not isinstance(stream, cuda.CUstream):
+        stream = cuda.CUstream(stream.cuda_stream)
+    return (make_ptr(cutlass.Int64, meta_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
+            make_ptr(cutlass.Int32, offs_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
+            Int32(ctas), stream)
