@@ -467,7 +467,7 @@ def sm90_dual_swap_ab(shape, tn: int | None = None) -> KernelConfig:
     return _sm90_split(cfg, dual_tiles(cfg, shape), shape[2] // K_BLOCK)
 
 
-SKINNY_MAX_M = 16  # dual M up to this runs the mma.sync kernel on sm_90a (dual_skinny.py)
+SKINNY_MAX_M = 16  # dual M / grouped max M_g up to this: the mma.sync kernels on sm_90a (skinny.py)
 
 
 def sm90_dual_skinny(shape) -> KernelConfig:
@@ -487,12 +487,15 @@ def sm90_group_skinny(shape) -> KernelConfig:
     """sm_90a grouped GEMM with every M_g <= 16 (MoE decode; nvfp4gemm/sm90/grouped_skinny.py):
     32 rows of B_g per CTA (two m16 row groups: the per-warp work of the dual kernel's 16 rows
     of B1 and B2) when that still gives a CTA per SM, else 16; 4 warps splitting K; A rows
-    held 8 (every M_g <= 8) or 16.  H200, 2026-11-21, kernel-only, notes/sm90.md exp. 43:
-    g8 x M 1, N 4096, K 7168 55.8 us (16 rows 63.5; the grouped swap kernel 66.3); g1 x M 1,
-    N 256, K 7168 10.0 (32 rows 12.4, swap 19.3)."""
+    held 8 (every M_g <= 8) or 16; 3 cp.async stages, 2 for the 32 x 16 tile.  H200,
+    2026-11-21, kernel-only (notes/sm90.md exp. 43): g8 x M 1, N 4096, K 7168 55.8 us (16
+    rows 63.5; the grouped swap kernel 66.3); g1 x M 1, N 256, K 7168 10.0 (32 rows 12.4,
+    swap 19.3); with the word decode, g8 x M 16 59.6 (32x16 ab2; ab3 66.7, 16 rows 73.2),
+    M 3 / 16, N 1024, K 7168 12.7 (16x16 ab3; ab2 15.3, 32 rows 14.1)."""
     tn = 8 if max(m for m, _, _ in shape) <= 8 else 16
     tm = 32 if sum(n // 32 for _, n, _ in shape) >= SM_COUNT["sm_90a"] else 16
-    return KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=4, ab_stages=3 if tn == 8 else 2)
+    return KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=4,
+                        ab_stages=2 if (tm, tn) == (32, 16) else 3)
 
 
 def swap_mma_n(m: int) -> int:

@@ -210,6 +210,40 @@ def decode_a_frag(w_r0: Int32, w_r1: Int32, sel: Int32, s_r0: Int32, s_r1: Int32
     return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
 
 
+@dsl_user_op
+def decode_word(w: Int32, s: Int32, *, loc=None, ip=None):
+    """The 8 codes of one row's word `w` (codes 0..7 = nibbles 0..7) times its scale `s`
+    (fp16x2), as four fp16x2 registers in the K order of `decode_a_frag`: (codes 0, 2),
+    (1, 3) -- the row's two registers of the step that reads halfword 0 -- then (4, 6),
+    (5, 7) for the step that reads halfword 1.  Equals two `decode_a_frag` calls' values
+    for this row without their halfword `prmt` (and without decoding a row twice where a
+    fragment's two rows are one, e.g. the skinny kernels' single 8-row A group)."""
+    res = _asm(
+        llvm.StructType.get_literal([T.i32(), T.i32(), T.i32(), T.i32()]),
+        [Int32(w).ir_value(loc=loc, ip=ip), Int32(s).ir_value(loc=loc, ip=ip)],
+        "\n".join([
+            "{",
+            ".reg .b32 t, u, ee, eo, v;",
+            ".reg .b16 q0, q1;",
+            _ee_eo_ptx("$4", "ee", "eo"),
+            "mov.b32 {q0, q1}, ee;",
+            "cvt.rn.f16x2.e4m3x2 v, q0;",
+            "mul.rn.f16x2 $0, v, $5;",
+            "cvt.rn.f16x2.e4m3x2 v, q1;",
+            "mul.rn.f16x2 $2, v, $5;",
+            "mov.b32 {q0, q1}, eo;",
+            "cvt.rn.f16x2.e4m3x2 v, q0;",
+            "mul.rn.f16x2 $1, v, $5;",
+            "cvt.rn.f16x2.e4m3x2 v, q1;",
+            "mul.rn.f16x2 $3, v, $5;",
+            "}",
+        ]),
+        "=r,=r,=r,=r,r,r",
+        False, loc=loc, ip=ip,
+    )
+    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+
+
 def _ld_shared(addr, ret_type, ptx_type, constraint, loc, ip):
     """One 32-bit `ld.shared` at a 32-bit shared-window address (volatile asm: stays ordered
     with the other shared-memory asm)."""

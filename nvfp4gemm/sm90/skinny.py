@@ -22,9 +22,12 @@ lane-private slots, so only `cp.async.wait_group`, no barrier).  B goes through 
 loads cost 1x14336x4096 48 instead of 36 us on an H200, notes/sm90.md exp. 42).
 
 K order: at step s (0..7) of a chunk, lane tq supplies the k positions 2 tq + {0, 1, 8, 9}
-of the A and B fragments from codes 32 tq + 4 s .. + 3 of its 32 (`decode.decode_a_frag`,
-the same map on both operands, so the dot products are unchanged); their e4m3 scale is group
-2 tq + s // 4 of the chunk, byte (tq % 2) * 2 + s // 4 of scale word (row, atom 2 c + tq // 2).
+of the A and B fragments from codes 32 tq + 4 s .. + 3 of its 32 (the map of
+`decode.decode_a_frag`, the same on both operands, so the dot products are unchanged); their
+e4m3 scale is group 2 tq + s // 4 of the chunk, byte (tq % 2) * 2 + s // 4 of scale word
+(row, atom 2 c + tq // 2).  Each row's 32-bit word is decoded once for its two steps
+(`decode.decode_word`: no halfword select, and the single 8-row A group is decoded once,
+not as both rows of a fragment).
 
 After the main loop each warp writes its partial sums to shared memory ((W, num_b, tile N,
 tile M) fp32, `stash_partials`); the kernel's epilogue sums them over the warps.
@@ -43,7 +46,6 @@ from nvfp4gemm.sm90 import decode
 CHUNK_BYTES = 64  # 128 codes of one row per chunk, 16 bytes per lane
 SF_ATOM = 512  # bytes of one permuted scale atom (128 rows x 4 scale columns)
 SF_ATOM_K = 64  # codes covered by one atom column
-LO_HALVES, HI_HALVES = 0x5410, 0x7632  # prmt selectors: halfword 0 / 1 of two rows' words
 
 
 class Sm90SkinnyCore:
@@ -160,23 +162,25 @@ class Sm90SkinnyCore:
             sw = buf[4 * self.lane_rows + i] >> shift
             s_lo.append(decode.scale_half2(sw, 0))
             s_hi.append(decode.scale_half2(sw, 1))
-        a0 = self.b_rows  # index of A row g; A row g + 8 follows when n8 == 2
-        a1 = a0 + self.n8 - 1
-        for s in cutlass.range_constexpr(8):
-            wi = s // 2
-            sel = Int32(LO_HALVES if s % 2 == 0 else HI_HALVES)
-            sc = s_lo if s < 4 else s_hi
-            # A rows g (R0, R2) and g + 8 (R1, R3) as the MMA's B fragments of n-tiles 0 / 1
-            t = decode.decode_a_frag(buf[4 * a0 + wi], buf[4 * a1 + wi], sel, sc[a0], sc[a1])
-            bfrag = [(t[0], t[2]), (t[1], t[3])]
+        # one decode per row word: its 8 codes feed steps 2 wi (halfword 0) and 2 wi + 1;
+        # B rows decoded one (B, row group) at a time to keep few decoded words live (each
+        # accumulator still takes its steps in order: the same sums as step-major order)
+        for wi in cutlass.range_constexpr(4):
+            sc = s_lo if wi < 2 else s_hi  # steps 0-3: scale groups 2 tq; 4-7: 2 tq + 1
+            # A rows g (and g + 8): the MMA's B fragments of n-tiles 0 (and 1)
+            a_dec = [decode.decode_word(buf[4 * (self.b_rows + nt) + wi], sc[self.b_rows + nt])
+                     for nt in range(self.n8)]
             for bi in cutlass.range_constexpr(self.num_b * self.row_groups):  # (B, row group)
-                r0 = 2 * bi
-                af = decode.decode_a_frag(buf[4 * r0 + wi], buf[4 * (r0 + 1) + wi], sel, sc[r0], sc[r0 + 1])
-                for nt in cutlass.range_constexpr(self.n8):
-                    base = (bi * self.n8 + nt) * 4
-                    d = decode.mma_m16n8k16_f16(af, bfrag[nt], [acc[base + v] for v in range(4)])
-                    for v in cutlass.range_constexpr(4):
-                        acc[base + v] = d[v]
+                r0 = decode.decode_word(buf[4 * (2 * bi) + wi], sc[2 * bi])  # row g
+                r1 = decode.decode_word(buf[4 * (2 * bi + 1) + wi], sc[2 * bi + 1])  # row g + 8
+                for half in cutlass.range_constexpr(2):
+                    af = (r0[2 * half], r1[2 * half], r0[2 * half + 1], r1[2 * half + 1])
+                    for nt in cutlass.range_constexpr(self.n8):
+                        bfrag = (a_dec[nt][2 * half], a_dec[nt][2 * half + 1])
+                        base = (bi * self.n8 + nt) * 4
+                        d = decode.mma_m16n8k16_f16(af, bfrag, [acc[base + v] for v in range(4)])
+                        for v in cutlass.range_constexpr(4):
+                            acc[base + v] = d[v]
 
     @cute.jit
     def mainloop(self, ring, data, scales, k, warp, lane):
