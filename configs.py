@@ -562,7 +562,8 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
                 return sw
         return sm90_dual_tile_rule(shape)
     # grouped: decode-sized M_g (MoE decode) on the mma.sync kernel (faster than the swap_ab
-    # kernel on all 12 shapes timed, notes/sm90.md exp. 43); otherwise rank the legal tiles
+    # kernel on 12 of 13 shapes timed, a tie on M_g 1..16 N 7168 K 2048; notes/sm90.md
+    # experiments 43, 45); otherwise rank the legal tiles
     # by the cost model (128 x 256, 128 x 128, swap 256 x 64), 128 x 64 when N only allows that
     if max(m for m, _, _ in shape) <= SKINNY_MAX_M and all(n % 16 == 0 for _, n, _ in shape):
         return sm90_group_skinny(shape)
