@@ -80,45 +80,37 @@ def test_compiles_f16_wgmma_no_spills(problem, cfg, shape, tmp_path):
     assert ck.smem_bytes <= SMEM_LIMIT
 
 
-# the skinny (mma.sync) dual kernel for M <= 16 (tests/test_gpu_kernels.py runs the same set)
-@pytest.mark.parametrize("cfg", SM90_SKINNY, ids=lambda c: c.short())
-def test_skinny_compiles_mma_sync_no_spills(cfg, tmp_path):
+# the skinny (mma.sync) kernels: dual M <= 16 and grouped M_g <= 16 (tests/test_gpu_kernels.py
+# runs the same sets)
+SKINNY_CASES = [("dual", c) for c in SM90_SKINNY] + [("group", c) for c in SM90_GROUP_SKINNY]
+
+
+@pytest.mark.parametrize("problem,cfg", SKINNY_CASES, ids=[f"{p}-{c.short()}" for p, c in SKINNY_CASES])
+def test_skinny_compiles_mma_sync_no_spills(problem, cfg, tmp_path):
     assert not configs.check_config(cfg), configs.check_config(cfg)
-    shape = (cfg.mma_tile_mn[1], 1024, 1280, 2)
-    cls = harness.kernel_module("dual", "sm_90a", cfg)[1]
-    assert cls.__name__ == "Sm90DualSkinnyKernel"
-    cls.can_implement(cfg, *shape)
-    ck = harness.compile_kernel("dual", "sm_90a", cfg, shape, dump_dir=str(tmp_path))
+    cls = harness.kernel_module(problem, "sm_90a", cfg)[1]
+    if problem == "dual":
+        shape = (cfg.mma_tile_mn[1], 1024, 1280, 2)
+        assert cls.__name__ == "Sm90DualSkinnyKernel"
+        cls.can_implement(cfg, *shape)
+    else:
+        shape = ((cfg.mma_tile_mn[1], 1024, 1280), (1, 512, 256))
+        assert cls.__name__ == "Sm90GroupedSkinnyKernel"
+        cls.can_implement(cfg, shape)
+    ck = harness.compile_kernel(problem, "sm_90a", cfg, shape, dump_dir=str(tmp_path))
     ptx = harness.read_ptx(ck.ptx_path)
     mmas = set(re.findall(r"mma\.sync\.aligned\.(m\d+n\d+k\d+)\.row\.col\.(\w+)\.(\w+)\.(\w+)\.(\w+)", ptx))
     assert mmas == {("m16n8k16", "f32", "f16", "f16", "f32")}, mmas
     assert "wgmma" not in ptx and "e2m1" not in ptx
-    # B1 / B2 straight from global memory to the warp's ring, no TMA
+    # B straight from global memory to the warp's ring, no TMA
     assert "cp.async.cg.shared.global" in ptx and "cp.async.bulk" not in ptx
     assert ck.spill_bytes == 0 and ck.stack_bytes == 0, (ck.spill_bytes, ck.stack_bytes)
     assert ck.smem_bytes == configs.smem_bytes(cfg) <= SMEM_LIMIT
-    if cfg in (configs.sm90_dual_skinny((1, 4096, 7168, 1)), configs.sm90_dual_skinny((16, 4096, 7168, 1))):
+    if problem == "dual" and cfg in (configs.sm90_dual_skinny((1, 4096, 7168, 1)),
+                                     configs.sm90_dual_skinny((16, 4096, 7168, 1))):
         # the rule's configs: <= 128 registers, so 4 CTAs of 4 warps fit an SM's registers
         assert ck.registers <= 128, ck.registers
-
-
-# the skinny (mma.sync) grouped kernel for every M_g <= 16 (tests/test_gpu_kernels.py runs the same set)
-@pytest.mark.parametrize("cfg", SM90_GROUP_SKINNY, ids=lambda c: c.short())
-def test_group_skinny_compiles_mma_sync_no_spills(cfg, tmp_path):
-    assert not configs.check_config(cfg), configs.check_config(cfg)
-    shape = ((cfg.mma_tile_mn[1], 1024, 1280), (1, 512, 256))
-    cls = harness.kernel_module("group", "sm_90a", cfg)[1]
-    assert cls.__name__ == "Sm90GroupedSkinnyKernel"
-    cls.can_implement(cfg, shape)
-    ck = harness.compile_kernel("group", "sm_90a", cfg, shape, dump_dir=str(tmp_path))
-    ptx = harness.read_ptx(ck.ptx_path)
-    mmas = set(re.findall(r"mma\.sync\.aligned\.(m\d+n\d+k\d+)\.row\.col\.(\w+)\.(\w+)\.(\w+)\.(\w+)", ptx))
-    assert mmas == {("m16n8k16", "f32", "f16", "f16", "f32")}, mmas
-    assert "wgmma" not in ptx and "e2m1" not in ptx
-    assert "cp.async.cg.shared.global" in ptx and "cp.async.bulk" not in ptx
-    assert ck.spill_bytes == 0 and ck.stack_bytes == 0, (ck.spill_bytes, ck.stack_bytes)
-    assert ck.smem_bytes == configs.smem_bytes(cfg) <= SMEM_LIMIT
-    if cfg.k_warps == 4:  # the rule's warp count: <= 128 registers (4+ CTAs of 4 warps per SM)
+    if problem == "group" and cfg.k_warps == 4:  # the rule's warp count: <= 128 registers
         assert ck.registers <= 128, ck.registers
 
 

@@ -60,6 +60,18 @@ def _ee_eo_ptx(w: str, ee: str, eo: str) -> str:
     ])
 
 
+def _f16x2_pair_ptx(e: str, d_lo: str, s_lo: str, d_hi: str, s_hi: str) -> str:
+    """The two e4m3 byte pairs of `e` (low and high halfword) as fp16x2, times the fp16x2
+    scales s_lo / s_hi, into d_lo / d_hi (needs .b16 q0, q1 and .b32 v declared)."""
+    return "\n".join([
+        f"mov.b32 {{q0, q1}}, {e};",
+        "cvt.rn.f16x2.e4m3x2 v, q0;",
+        f"mul.rn.f16x2 {d_lo}, v, {s_lo};",
+        "cvt.rn.f16x2.e4m3x2 v, q1;",
+        f"mul.rn.f16x2 {d_hi}, v, {s_hi};",
+    ])
+
+
 def _decode_b_ptx(n_words: int, tasks: int = 1) -> str:
     """PTX body of `decode_task` (4 words, 32 codes) / `decode_task16` (2 words, 16 codes):
     load the packed words from [$0], the scales of their n_words / 2 groups from
@@ -192,16 +204,8 @@ def decode_a_frag(w_r0: Int32, w_r1: Int32, sel: Int32, s_r0: Int32, s_r1: Int32
             ".reg .b16 q0, q1;",
             "prmt.b32 x, $4, $5, $6;",
             _ee_eo_ptx("x", "ee", "eo"),
-            "mov.b32 {q0, q1}, ee;",
-            "cvt.rn.f16x2.e4m3x2 v, q0;",
-            "mul.rn.f16x2 $0, v, $7;",
-            "cvt.rn.f16x2.e4m3x2 v, q1;",
-            "mul.rn.f16x2 $1, v, $8;",
-            "mov.b32 {q0, q1}, eo;",
-            "cvt.rn.f16x2.e4m3x2 v, q0;",
-            "mul.rn.f16x2 $2, v, $7;",
-            "cvt.rn.f16x2.e4m3x2 v, q1;",
-            "mul.rn.f16x2 $3, v, $8;",
+            _f16x2_pair_ptx("ee", "$0", "$7", "$1", "$8"),
+            _f16x2_pair_ptx("eo", "$2", "$7", "$3", "$8"),
             "}",
         ]),
         "=r,=r,=r,=r,r,r,r,r,r",
@@ -226,16 +230,8 @@ def decode_word(w: Int32, s: Int32, *, loc=None, ip=None):
             ".reg .b32 t, u, ee, eo, v;",
             ".reg .b16 q0, q1;",
             _ee_eo_ptx("$4", "ee", "eo"),
-            "mov.b32 {q0, q1}, ee;",
-            "cvt.rn.f16x2.e4m3x2 v, q0;",
-            "mul.rn.f16x2 $0, v, $5;",
-            "cvt.rn.f16x2.e4m3x2 v, q1;",
-            "mul.rn.f16x2 $2, v, $5;",
-            "mov.b32 {q0, q1}, eo;",
-            "cvt.rn.f16x2.e4m3x2 v, q0;",
-            "mul.rn.f16x2 $1, v, $5;",
-            "cvt.rn.f16x2.e4m3x2 v, q1;",
-            "mul.rn.f16x2 $3, v, $5;",
+            _f16x2_pair_ptx("ee", "$0", "$5", "$2", "$5"),
+            _f16x2_pair_ptx("eo", "$1", "$5", "$3", "$5"),
             "}",
         ]),
         "=r,=r,=r,=r,r,r",

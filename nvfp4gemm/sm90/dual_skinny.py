@@ -22,7 +22,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32
 
-from configs import KernelConfig, check_config, check_shape, sm90_smem_bytes
+from configs import KernelConfig, sm90_smem_bytes
 from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90.skinny import Sm90SkinnyCore
@@ -38,17 +38,7 @@ class Sm90DualSkinnyKernel(Sm90SkinnyCore):
 
     @staticmethod
     def can_implement(config: KernelConfig, m: int, n: int, k: int, l: int) -> None:
-        errs = check_config(config) + check_shape("dual", (m, n, k, l), "sm_90a")
-        if not config.skinny:
-            errs.append("not a skinny config")
-        else:
-            tm, tn = config.mma_tile_mn
-            if m > tn:
-                errs.append(f"M={m} exceeds the skinny tile's {tn} A rows")
-            if n % tm:
-                errs.append(f"N={n} must be a multiple of the skinny tile's {tm} rows")
-        if errs:
-            raise ValueError("; ".join(errs))
+        Sm90SkinnyCore.check_problem(config, "dual", (m, n, k, l))
 
     @cute.jit
     def __call__(

@@ -58,33 +58,24 @@ class Sm90DualSwapKernel(grouped.Sm90GroupedGemmKernel):
         return ([(ra_g, r0), (meta[(1, 1)], r0 - N_PER_TILE)],
                 [(sfa_g, atom), (meta[(1, 4)], atom)])
 
-    @cute.jit
-    def store_c_t(self, acc, tCcC, c_g, n0, m0, mg, ng, ct):
-        """silu(x1) * x2 of a tile, written transposed: accumulator element (r, c), r < 128,
-        is x1 of C[m0 + c, n_base + r] and element (r + 128, c) (the same thread's rep 1
-        value) its x2; n_base = mb * 128 = n0 / 2 (the caller passes mb * tile_m).  Rows
-        (of C) >= M are skipped.  As grouped: each thread packs its fp16 pair (r, c),
-        (r, c + 1), swaps it with lane + 4 (rows r + 1) and stores one 32-bit pair."""
-        scale = cutlass.Float32(decode.ACC_RESCALE)
-        nb0 = n0 // 2
-        # (M, N / 2) fp16 pairs of C
-        mC2 = cute.make_tensor(cute.make_ptr(cutlass.Int32, c_g, cute.AddressSpace.gmem, assumed_align=16),
-                               cute.make_layout((mg, ng // 2), stride=(ng // 2, 1)))
+    # The grouped store_c_t writes the transposed tile; these hooks make it silu(x1) * x2:
+    # accumulator element (r, c), r < 128, is x1 of C[m0 + c, n_base + r] and element
+    # (r + 128, c) (the same thread's rep 1 value) its x2; n_base = mb * 128 = n0 / 2 (the
+    # caller passes mb * tile_m).
+    def c_t_n0(self, n0):
+        return n0 // 2
+
+    def c_t_pairs(self, acc, tCcC) -> int:
         # value i of rep 0 and value i + half of rep 1 are the same (r, c) 128 rows apart
-        half = cute.size(acc) // 2
         want = f"((2,2,{self.tile_n // 8}),2,1):((1@1,8@0,8@1),128@0,0)"
         assert str(tCcC.layout) == want, tCcC.layout
-        odd = (ct // 4) % 2
-        sel = 0x5410 + odd * (0x3276 - 0x5410)
-        for i in cutlass.range_constexpr(half // 2):
-            r, c = tCcC[2 * i]
-            y0 = silu_mul(acc[2 * i] * scale, acc[half + 2 * i] * scale)
-            y1 = silu_mul(acc[2 * i + 1] * scale, acc[half + 2 * i + 1] * scale)
-            p = decode.pack_f16x2(y0, y1)
-            q = cute.arch.shuffle_sync_bfly(p, 4)
-            row = m0 + c + odd
-            if row < mg:
-                mC2[(row, (nb0 + r - odd) // 2)] = decode.prmt(p, q, sel)
+        return cute.size(acc) // 4
+
+    def c_t_pair(self, acc, i, scale):
+        half = cute.size(acc) // 2
+        y0 = silu_mul(acc[2 * i] * scale, acc[half + 2 * i] * scale)
+        y1 = silu_mul(acc[2 * i + 1] * scale, acc[half + 2 * i + 1] * scale)
+        return decode.pack_f16x2(y0, y1)
 
 
 # ---------------------------------------------------------------------- host helpers

@@ -55,6 +55,18 @@ MAX_GROUPS = 16
 META_FIELDS = 8  # a, b, c, sfa_perm, sfb_perm, M, N, K (int64 each)
 
 
+@cute.jit
+def group_of(item: Int32, offs: cute.Tensor) -> Int32:
+    """Group of linear work item `item` given the (17,) prefix sums `offs` of per-group item
+    counts (unused groups: a huge value): a branch-free scan (the rule of
+    scheduler.group_of_tile, which is a plain function and cannot use range_constexpr
+    outside a jit body).  Also the grouped skinny kernel's."""
+    g = Int32(0)
+    for i in cutlass.range_constexpr(1, MAX_GROUPS):
+        g = g + Int32(item >= offs[i])
+    return g
+
+
 class Sm90GroupedGemmKernel(Sm90Common):
     num_gemms = 1
 
@@ -125,11 +137,7 @@ class Sm90GroupedGemmKernel(Sm90Common):
     def tile_of(self, tile, meta: cute.Tensor, offs: cute.Tensor):
         """(group, m_blk, n_blk, M, N, K) of linear tile `tile`; m_blk / n_blk are MMA
         coordinates (with swap_ab m_blk runs over N_g, n_blk over M_g)."""
-        # branch-free scan of the prefix sums (same rule as scheduler.group_of_tile, which
-        # is a plain function and cannot use range_constexpr outside a jit body)
-        g = Int32(0)
-        for i in cutlass.range_constexpr(1, MAX_GROUPS):
-            g = g + Int32(tile >= offs[i])
+        g = group_of(tile, offs)
         local = tile - offs[g]
         mg = Int32(meta[(g, 5)])
         ng = Int32(meta[(g, 6)])
@@ -370,19 +378,34 @@ class Sm90GroupedGemmKernel(Sm90Common):
         partner (one shuffle) and keeps one row of both -- even lane groups row c, odd ones
         row c + 1 -- so every store is one 32-bit pair C[row, n0 + r_even .. + 1]."""
         scale = cutlass.Float32(decode.ACC_RESCALE)
+        n0 = self.c_t_n0(n0)
         # (M_g, N_g / 2) fp16 pairs of this group's C
         mC2 = cute.make_tensor(cute.make_ptr(cutlass.Int32, c_g, cute.AddressSpace.gmem, assumed_align=16),
                                cute.make_layout((mg, ng // 2), stride=(ng // 2, 1)))
+        pairs = self.c_t_pairs(acc, tCcC)
         odd = (ct // 4) % 2  # row r of this thread's values is odd
         # even: (own r, partner r + 1) of column c; odd: (partner r - 1, own r) of column c + 1
         sel = 0x5410 + odd * (0x3276 - 0x5410)
-        for i in cutlass.range_constexpr(cute.size(acc) // 2):
+        for i in cutlass.range_constexpr(pairs):
             r, c = tCcC[2 * i]
-            p = decode.pack_f16x2(acc[2 * i] * scale, acc[2 * i + 1] * scale)
+            p = self.c_t_pair(acc, i, scale)
             q = cute.arch.shuffle_sync_bfly(p, 4)
             row = m0 + c + odd
             if row < mg:
                 mC2[(row, (n0 + r - odd) // 2)] = decode.prmt(p, q, sel)
+
+    # store_c_t hooks (the dual swap kernel's fused SiLU epilogue overrides them)
+    def c_t_n0(self, n0):
+        """Column of C of the tile's accumulator row 0."""
+        return n0
+
+    def c_t_pairs(self, acc, tCcC) -> int:
+        """Value pairs (r, c), (r, c + 1) of this thread to store."""
+        return cute.size(acc) // 2
+
+    def c_t_pair(self, acc, i, scale):
+        """Pair i as packed fp16x2."""
+        return decode.pack_f16x2(acc[2 * i] * scale, acc[2 * i + 1] * scale)
 
 # ---------------------------------------------------------------------- host helpers
 
@@ -395,7 +418,8 @@ def static_shape_key(config: KernelConfig, shapes):
     return None  # one compile serves every grouped shape
 
 
-def _tile_offsets(config: KernelConfig, shapes):
+def padded_tile_offsets(config: KernelConfig, shapes):
+    """(tile prefix sums padded to MAX_GROUPS + 1 entries with a huge value, total tiles)."""
     offs = scheduler.grouped_tile_offsets(config, shapes)
     total = offs[-1]
     offs += [1 << 30] * (MAX_GROUPS + 1 - len(offs))
@@ -473,7 +497,7 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
     key = (config.mma_tile_mn, config.swap_ab, config.split_k) + tuple(tuple(r) for r in rows)
     hit = _META_CACHE.get(key)
     if hit is None:
-        offs, total = _tile_offsets(config, shapes)
+        offs, total = padded_tile_offsets(config, shapes)
         if len(_META_CACHE) > 64:
             _META_CACHE.clear()
         hit = _META_CACHE[key] = launch_tables(config, data[0][0][2].device, rows, offs, total,

@@ -24,9 +24,10 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
-from configs import KernelConfig, check_config, check_shape, sm90_smem_bytes
+from configs import K_BLOCK, KernelConfig, sm90_smem_bytes
 from nvfp4gemm.sm90 import decode
-from nvfp4gemm.sm90.grouped_gemm import MAX_GROUPS, META_FIELDS, group_table_rows
+from nvfp4gemm.sm90.grouped_gemm import (MAX_GROUPS, META_FIELDS, group_of, group_table_rows, launch_tables,
+                                         padded_tile_offsets)
 from nvfp4gemm.sm90.skinny import Sm90SkinnyCore
 
 
@@ -40,18 +41,7 @@ class Sm90GroupedSkinnyKernel(Sm90SkinnyCore):
 
     @staticmethod
     def can_implement(config: KernelConfig, shapes) -> None:
-        errs = check_config(config) + check_shape("group", shapes, "sm_90a")
-        if not config.skinny:
-            errs.append("not a skinny config")
-        else:
-            tm, tn = config.mma_tile_mn
-            for g, (m, n, _k) in enumerate(shapes):
-                if m > tn:
-                    errs.append(f"group {g}: M={m} exceeds the skinny tile's {tn} A rows")
-                if n % tm:
-                    errs.append(f"group {g}: N={n} must be a multiple of the skinny tile's {tm} rows")
-        if errs:
-            raise ValueError("; ".join(errs))
+        Sm90SkinnyCore.check_problem(config, "group", shapes)
 
     @cute.jit
     def __call__(
@@ -71,9 +61,7 @@ class Sm90GroupedSkinnyKernel(Sm90SkinnyCore):
         bx, _, _ = cute.arch.block_idx()
         warp = cute.arch.make_warp_uniform(tidx // 32)
         lane = tidx % 32
-        g = Int32(0)  # branch-free scan of the prefix sums
-        for i in cutlass.range_constexpr(1, MAX_GROUPS):
-            g = g + Int32(bx >= offs[i])
+        g = group_of(bx, offs)
         blk = bx - offs[g]
         mg = Int32(meta[(g, 5)])
         ng = Int32(meta[(g, 6)])
@@ -130,29 +118,23 @@ _TABLE_CACHE: dict = {}
 
 
 def runtime_args(data, config: KernelConfig, stream) -> tuple:
-    """The group table and the CTA prefix sums as device tensors (cached by the tensors'
-    addresses and the sizes, so a repeated call on the same buffers copies nothing)."""
-    import torch
+    """The group table and the CTA prefix sums as device tensors (grouped_gemm.launch_tables,
+    cached by the tensors' addresses and the sizes, so a repeated call on the same buffers
+    copies nothing); one CTA per work item (no split: items = sum_g N_g / R)."""
     from cutlass.cute.runtime import make_ptr
-
-    from nvfp4gemm import scheduler
 
     rows, shapes = group_table_rows(data)
     key = (config.mma_tile_mn,) + tuple(tuple(r) for r in rows)
     hit = _TABLE_CACHE.get(key)
     if hit is None:
-        offs = scheduler.grouped_tile_offsets(config, shapes)
-        ctas = offs[-1]
-        offs += [1 << 30] * (MAX_GROUPS + 1 - len(offs))
-        dev = data[0][0][2].device
+        offs, total = padded_tile_offsets(config, shapes)
         if len(_TABLE_CACHE) > 64:
             _TABLE_CACHE.clear()
-        hit = _TABLE_CACHE[key] = (
-            torch.tensor(rows + [[0] * META_FIELDS] * (MAX_GROUPS - len(rows)), dtype=torch.int64, device=dev),
-            torch.tensor(offs, dtype=torch.int32, device=dev), ctas)
-    meta_t, offs_t, ctas = hit
+        hit = _TABLE_CACHE[key] = launch_tables(config, data[0][0][2].device, rows, offs, total,
+                                                [k // K_BLOCK for _m, _n, k in shapes])
+    meta_t, offs_t, _ws, _cnt, items, _full, _splits, _ctas = hit
     if not isinstance(stream, cuda.CUstream):
         stream = cuda.CUstream(stream.cuda_stream)
     return (make_ptr(cutlass.Int64, meta_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
             make_ptr(cutlass.Int32, offs_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
-            Int32(ctas), stream)
+            Int32(items), stream)

@@ -40,7 +40,7 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, Int64
 
-from configs import KernelConfig, sm90_smem_bytes
+from configs import KernelConfig, check_config, check_shape, sm90_smem_bytes
 from nvfp4gemm.sm90 import decode
 
 CHUNK_BYTES = 64  # 128 codes of one row per chunk, 16 bytes per lane
@@ -74,6 +74,25 @@ class Sm90SkinnyCore:
         # rings + the warps' (num_b, tile N, tile M) fp32 partial sums: the model in configs
         assert self.k_warps * (self.ring_stages * self.stage_bytes + self.num_b * self.tokens * self.rows * 4) \
             == sm90_smem_bytes(config), "configs.sm90_smem_bytes disagrees with the skinny kernel"
+
+    @staticmethod
+    def check_problem(config: KernelConfig, problem: str, shape) -> None:
+        """can_implement of both skinny kernels: the config, the shared shape rules, and each
+        M (dual) / M_g within the A rows held and N / N_g a multiple of the B rows per CTA."""
+        errs = check_config(config) + check_shape(problem, shape, "sm_90a")
+        if not config.skinny:
+            errs.append("not a skinny config")
+        else:
+            tm, tn = config.mma_tile_mn
+            mns = [("", shape[0], shape[1])] if problem == "dual" else \
+                [(f"group {g}: ", m, n) for g, (m, n, _k) in enumerate(shape)]
+            for pre, m, n in mns:
+                if m > tn:
+                    errs.append(f"{pre}M={m} exceeds the skinny tile's {tn} A rows")
+                if n % tm:
+                    errs.append(f"{pre}N={n} must be a multiple of the skinny tile's {tm} rows")
+        if errs:
+            raise ValueError("; ".join(errs))
 
     @cute.jit
     def shared_buffers(self, warp):
