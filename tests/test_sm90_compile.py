@@ -331,3 +331,109 @@ def test_removed_paths_rejected(problem, changes, shape):
     kernel = Sm90DualGemmKernel if problem == "dual" else Sm90GroupedGemmKernel
     with pytest.raises(ValueError):
         kernel(cfg)
+
+
+def _run_ptx(text: str, inputs: dict) -> dict:
+    """Interpret the few PTX instructions of the skinny decode (`decode.decode_word_ptx`,
+    `decode.skinny_scales_ptx`) on 32-bit integers; fp16 multiplies are IEEE round-to-nearest
+    (numpy float16: the fp32 product of two fp16 is exact, then one rounding), e4m3 through
+    torch; prmt in its default mode only (selector bit 3 clear)."""
+    import numpy as np
+    import torch
+
+    regs = dict(inputs)
+    m32 = 0xFFFFFFFF
+
+    def val(x):
+        return regs[x] if x in regs else int(x, 0)
+
+    def f16(bits):
+        return np.array([bits], dtype=np.uint16).view(np.float16)[0]
+
+    def bits16(x):
+        return int(np.array([x], dtype=np.float16).view(np.uint16)[0])
+
+    for line in text.splitlines():
+        line = line.strip().rstrip(";")
+        if not line or line in "{}" or line.startswith(".reg"):
+            continue
+        op, rest = line.split(None, 1)
+        if op == "mov.b32" and rest.startswith("{"):  # split into halves
+            halves, src = rest.split("},")
+            lo, hi = (h.strip() for h in halves.strip("{ ").split(","))
+            regs[lo], regs[hi] = val(src.strip()) & 0xFFFF, val(src.strip()) >> 16
+            continue
+        d, *src = (x.strip() for x in rest.split(","))
+        a = [val(x) for x in src]
+        if op == "mov.b32":
+            r = a[0]
+        elif op == "shl.b32":
+            r = (a[0] << a[1]) & m32
+        elif op == "shr.b32":
+            r = a[0] >> a[1]
+        elif op == "prmt.b32":  # default mode: selector nibble i picks byte i of d from {b, a}
+            src = a[0] | a[1] << 32
+            r = sum(((src >> 8 * ((a[2] >> 4 * i) & 7)) & 0xFF) << 8 * i for i in range(4))
+        elif op == "and.b32":
+            r = a[0] & a[1]
+        elif op == "mul.lo.u32":
+            r = (a[0] * a[1]) & m32
+        elif op == "mul.hi.u32":
+            r = (a[0] * a[1]) >> 32
+        elif op == "lop3.b32":
+            lut = a[3]
+            r = 0
+            for bit in range(32):
+                idx = (((a[0] >> bit) & 1) << 2) | (((a[1] >> bit) & 1) << 1) | ((a[2] >> bit) & 1)
+                r |= ((lut >> idx) & 1) << bit
+        elif op == "mul.rn.f16x2":
+            r = 0
+            for h in range(2):
+                x, y = f16((a[0] >> 16 * h) & 0xFFFF), f16((a[1] >> 16 * h) & 0xFFFF)
+                r |= bits16(np.float32(x) * np.float32(y)) << 16 * h
+        elif op == "cvt.rn.f16x2.e4m3x2":
+            pair = torch.tensor([a[0] & 0xFF, a[0] >> 8], dtype=torch.uint8).view(torch.float8_e4m3fn)
+            r = bits16(pair[0].float().item()) | bits16(pair[1].float().item()) << 16
+        else:
+            raise AssertionError(f"no interpreter for {op}")
+        regs[d] = r
+    return regs
+
+
+def test_skinny_word_decode_is_exact():
+    """The PTX text of the skinny kernels' decode (`decode.decode_word_ptx`,
+    `decode.skinny_scales_ptx`), interpreted instruction by instruction: every e2m1 code in
+    every nibble of a word, times every finite e4m3 scale in either byte of the lane's scale
+    halfword, comes out as the exact fp16 value e2m1 * scale * 2^-6, in the K order the
+    docstring names (registers: codes (0, 2), (1, 3), (4, 6), (5, 7))."""
+    import numpy as np
+    import torch
+    from nvfp4gemm.formats import E2M1_VALUES
+    from nvfp4gemm.sm90 import decode
+
+    assert decode.ACC_RESCALE == 2.0**12  # both operands carry 2^-6
+    e4m3 = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).float()
+    word_ptx, scale_ptx = decode.decode_word_ptx(), decode.skinny_scales_ptx()
+    order = ((0, 2), (1, 3), (4, 6), (5, 7))
+    rng = np.random.default_rng(5)
+    checked = 0
+    for sb in range(256):
+        s = e4m3[sb].item()
+        if s != s:  # NaN encodings are never scales of real data
+            continue
+        other = int(rng.integers(0, 0x7F))  # the other scale byte: any finite value
+        for pos, h in ((0, sb | other << 8), (1, other | sb << 8)):
+            pair = _run_ptx(scale_ptx, {"$2": h})[f"${pos}"]
+            want_s = int(np.array([s], dtype=np.float16).view(np.uint16)[0])
+            assert pair & 0xFFFF == pair >> 16 == want_s, (sb, pos)
+        scale = _run_ptx(scale_ptx, {"$2": sb})["$0"]
+        for word in [int(rng.integers(0, 2**32))] + [c * 0x11111111 for c in range(16)]:
+            out = _run_ptx(word_ptx, {"$4": word, "$5": scale})
+            for j, codes in enumerate(order):
+                for half, nib in enumerate(codes):
+                    code = (word >> 4 * nib) & 0xF
+                    got = np.array([(out[f"${j}"] >> 16 * half) & 0xFFFF], dtype=np.uint16).view(np.float16)[0]
+                    want = E2M1_VALUES[code] * s * 2.0**-6
+                    assert float(got) == want, (hex(word), sb, j, half, float(got), want)
+                    checked += 1
+    assert checked == 254 * 17 * 8  # 254 finite e4m3 encodings (all but 0x7F, 0xFF), 17 words, 8 codes

@@ -214,6 +214,20 @@ def decode_a_frag(w_r0: Int32, w_r1: Int32, sel: Int32, s_r0: Int32, s_r1: Int32
     return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
 
 
+def decode_word_ptx() -> str:
+    """PTX of `decode_word`: outputs $0..$3, inputs $4 (the word), $5 (the fp16x2 scale).
+    (tests/test_sm90_compile.py interprets this text on every code and scale.)"""
+    return "\n".join([
+        "{",
+        ".reg .b32 t, u, ee, eo, v;",
+        ".reg .b16 q0, q1;",
+        _ee_eo_ptx("$4", "ee", "eo"),
+        _f16x2_pair_ptx("ee", "$0", "$5", "$2", "$5"),
+        _f16x2_pair_ptx("eo", "$1", "$5", "$3", "$5"),
+        "}",
+    ])
+
+
 @dsl_user_op
 def decode_word(w: Int32, s: Int32, *, loc=None, ip=None):
     """The 8 codes of one row's word `w` (codes 0..7 = nibbles 0..7) times its scale `s`
@@ -225,19 +239,42 @@ def decode_word(w: Int32, s: Int32, *, loc=None, ip=None):
     res = _asm(
         llvm.StructType.get_literal([T.i32(), T.i32(), T.i32(), T.i32()]),
         [Int32(w).ir_value(loc=loc, ip=ip), Int32(s).ir_value(loc=loc, ip=ip)],
-        "\n".join([
-            "{",
-            ".reg .b32 t, u, ee, eo, v;",
-            ".reg .b16 q0, q1;",
-            _ee_eo_ptx("$4", "ee", "eo"),
-            _f16x2_pair_ptx("ee", "$0", "$5", "$2", "$5"),
-            _f16x2_pair_ptx("eo", "$1", "$5", "$3", "$5"),
-            "}",
-        ]),
+        decode_word_ptx(),
         "=r,=r,=r,=r,r,r",
         False, loc=loc, ip=ip,
     )
     return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+
+
+def skinny_scales_ptx() -> str:
+    """PTX of `skinny_scales`: outputs $0 (s0, s0), $1 (s1, s1), input $2 (bytes s0, s1 in its
+    low 16 bits).  (tests/test_sm90_compile.py interprets this text on every scale.)"""
+    return "\n".join([
+        "{",
+        ".reg .b32 v;",
+        ".reg .b16 q0, q1;",
+        "mov.b32 {q0, q1}, $2;",
+        "cvt.rn.f16x2.e4m3x2 v, q0;",
+        "prmt.b32 $0, v, 0, 0x1010;",
+        "prmt.b32 $1, v, 0, 0x3232;",
+        "}",
+    ])
+
+
+@dsl_user_op
+def skinny_scales(h: Int32, *, loc=None, ip=None):
+    """The lane's two e4m3 scales, bytes 0 and 1 of `h` (its 16-code groups 2 tq and 2 tq + 1),
+    as fp16x2 pairs (s0, s0) and (s1, s1) for `decode_word`: one conversion for both (the
+    skinny loop is issue-bound, notes/sm90.md exp. 47; `scale_half2` twice took a shift, two
+    byte selects and two conversions)."""
+    res = _asm(
+        llvm.StructType.get_literal([T.i32(), T.i32()]),
+        [Int32(h).ir_value(loc=loc, ip=ip)],
+        skinny_scales_ptx(),
+        "=r,=r,r",
+        False, loc=loc, ip=ip,
+    )
+    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(2))
 
 
 def _ld_shared(addr, ret_type, ptx_type, constraint, loc, ip):
@@ -250,6 +287,12 @@ def _ld_shared(addr, ret_type, ptx_type, constraint, loc, ip):
 @dsl_user_op
 def ld_shared_u32(addr: Int32, *, loc=None, ip=None) -> Int32:
     return Int32(_ld_shared(addr, T.i32, "b32", "r", loc, ip))
+
+
+@dsl_user_op
+def ld_shared_u16(addr: Int32, *, loc=None, ip=None) -> Int32:
+    """16 bits at a 32-bit shared-window address, zero-extended (volatile asm)."""
+    return Int32(_ld_shared(addr, T.i32, "u16", "r", loc, ip))
 
 
 @dsl_user_op

@@ -21,6 +21,10 @@ lane-private slots, so only `cp.async.wait_group`, no barrier).  B goes through 
 (.cg); A through L1 (.ca), because every CTA reads the same few A rows (at M = 1, L2-only A
 loads cost 1x14336x4096 48 instead of 36 us on an H200, notes/sm90.md exp. 42).
 
+Scales: lane tq's two groups (2 tq, 2 tq + 1) are bytes 2 (tq % 2) and 2 (tq % 2) + 1 of the row's
+scale word in the ring; one 16-bit shared load and one conversion give both
+(`decode.skinny_scales`; the loop is issue-bound, notes/sm90.md exp. 47-48).
+
 K order: at step s (0..7) of a chunk, lane tq supplies the k positions 2 tq + {0, 1, 8, 9}
 of the A and B fragments from codes 32 tq + 4 s .. + 3 of its 32 (the map of
 `decode.decode_a_frag`, the same on both operands, so the dot products are unchanged); their
@@ -168,19 +172,21 @@ class Sm90SkinnyCore:
             w = decode.ld_shared_v4_u32(base + i * 512)
             for j in cutlass.range_constexpr(4):
                 buf[4 * i + j] = w[j]
+        # the lane's two scale bytes (its groups 2 tq, 2 tq + 1) are bytes 2 (tq % 2) .. + 1 of
+        # the row's scale word: one 16-bit load, no shift
+        sbase += 2 * (lane % 2)
         for i in cutlass.range_constexpr(self.lane_rows):
-            buf[4 * self.lane_rows + i] = decode.ld_shared_u32(sbase + i * 128)
+            buf[4 * self.lane_rows + i] = decode.ld_shared_u16(sbase + i * 128)
 
     @cute.jit
     def mma_chunk(self, buf, acc, lane):
         """Decode one chunk from the register buffer and accumulate its 8 k16 steps."""
-        shift = (lane % 2) * 16  # tq % 2 == lane % 2: which two scale bytes are this lane's
         s_lo = []
         s_hi = []
         for i in cutlass.range_constexpr(self.lane_rows):
-            sw = buf[4 * self.lane_rows + i] >> shift
-            s_lo.append(decode.scale_half2(sw, 0))
-            s_hi.append(decode.scale_half2(sw, 1))
+            lo, hi = decode.skinny_scales(buf[4 * self.lane_rows + i])
+            s_lo.append(lo)
+            s_hi.append(hi)
         # one decode per row word: its 8 codes feed steps 2 wi (halfword 0) and 2 wi + 1;
         # B rows decoded one (B, row group) at a time to keep few decoded words live (each
         # accumulator still takes its steps in order: the same sums as step-major order)
