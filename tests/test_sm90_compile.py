@@ -353,11 +353,29 @@ def _run_ptx(text: str, inputs: dict) -> dict:
     def bits16(x):
         return int(np.array([x], dtype=np.float16).view(np.uint16)[0])
 
+    mem = regs.setdefault("mem", {})  # shared memory: byte address -> 32-bit word (aligned)
     for line in text.splitlines():
         line = line.strip().rstrip(";")
         if not line or line in "{}" or line.startswith(".reg"):
             continue
         op, rest = line.split(None, 1)
+        if op.startswith("ld.shared.v"):  # ld.shared.vN.b32 {d0, ...}, [addr]
+            dsts, addr = rest.split("},")
+            base = val(addr.strip(" []"))
+            for i, d in enumerate(x.strip() for x in dsts.strip("{ ").split(",")):
+                regs[d] = mem[base + 4 * i]
+            continue
+        if op.startswith("st.shared.v"):  # st.shared.vN.b32 [addr], {s0, ...}
+            addr, srcs = rest.split("],")
+            base = val(addr.strip(" ["))
+            for i, x in enumerate(y.strip() for y in srcs.strip(" {}").split(",")):
+                mem[base + 4 * i] = val(x)
+            continue
+        if op == "mov.b32" and "{" in rest and not rest.startswith("{"):  # pack two halves
+            d, halves = rest.split(",", 1)
+            lo, hi = (val(h.strip()) for h in halves.strip(" {}").split(","))
+            regs[d.strip()] = lo | hi << 16
+            continue
         if op == "mov.b32" and rest.startswith("{"):  # split into halves
             halves, src = rest.split("},")
             lo, hi = (h.strip() for h in halves.strip("{ ").split(","))
@@ -376,6 +394,8 @@ def _run_ptx(text: str, inputs: dict) -> dict:
             r = sum(((src >> 8 * ((a[2] >> 4 * i) & 7)) & 0xFF) << 8 * i for i in range(4))
         elif op == "and.b32":
             r = a[0] & a[1]
+        elif op == "xor.b32":
+            r = a[0] ^ a[1]
         elif op == "mul.lo.u32":
             r = (a[0] * a[1]) & m32
         elif op == "mul.hi.u32":
@@ -437,3 +457,44 @@ def test_skinny_word_decode_is_exact():
                     assert float(got) == want, (hex(word), sb, j, half, float(got), want)
                     checked += 1
     assert checked == 254 * 17 * 8  # 254 finite e4m3 encodings (all but 0x7F, 0xFF), 17 words, 8 codes
+
+
+def test_wgmma_decode_scales_and_b_task_are_exact():
+    """The leaderboard kernels' decode PTX, interpreted: `scale_quad` (the A operand's 4 scales
+    of a row) gives (s_g, s_g) for every e4m3 byte in every position, and `decode_task` (32
+    codes of a B row into 4 swizzled 16-byte fp16 chunks) stores e2m1 * scale * 2^-6 in the K
+    order of decode.py's docstring: chunk 2 grp holds the group's even codes, 2 grp + 1 its
+    odd ones, for either half of the scale word."""
+    import numpy as np
+    import torch
+    from nvfp4gemm.formats import E2M1_VALUES
+    from nvfp4gemm.sm90 import decode
+
+    e4m3 = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).float()
+    f16 = lambda bits: float(np.array([bits], dtype=np.uint16).view(np.float16)[0])  # noqa: E731
+    quad = decode.scale_quad_ptx()
+    finite = [b for b in range(256) if e4m3[b].item() == e4m3[b].item()]
+    rng = np.random.default_rng(7)
+    for b in finite:
+        for pos in range(4):
+            others = [int(x) for x in rng.choice(finite, 3)]
+            byts = others[:pos] + [b] + others[pos:]
+            out = _run_ptx(quad, {"$4": sum(x << 8 * i for i, x in enumerate(byts))})[f"${pos}"]
+            assert f16(out & 0xFFFF) == f16(out >> 16) == e4m3[b].item(), (b, pos)
+    task = decode._decode_b_ptx(4)
+    for trial in range(300):
+        words = [int(x) for x in rng.integers(0, 2**32, 4)]
+        sbytes = [int(x) for x in rng.choice(finite, 4)]
+        shift = 16 * (trial % 2)
+        src, dst = 0x100, 0x400 + 16 * int(rng.integers(0, 8))  # dst: chunk 0 already swizzled
+        regs = _run_ptx(task, {"$0": src, "$1": sum(x << 8 * i for i, x in enumerate(sbytes)), "$2": shift,
+                               "$3": dst, "mem": {src + 4 * i: w for i, w in enumerate(words)}})
+        codes = [(words[i // 8] >> 4 * (i % 8)) & 0xF for i in range(32)]
+        for c in range(4):  # chunk c at dst ^ 16 c: group c // 2, even (c % 2 == 0) or odd codes
+            grp, odd = divmod(c, 2)
+            s = e4m3[sbytes[shift // 8 + grp]].item()
+            for v in range(8):
+                word = regs["mem"][(dst ^ (16 * c)) + 4 * (v // 2)]
+                got = f16((word >> 16 * (v % 2)) & 0xFFFF)
+                want = E2M1_VALUES[codes[16 * grp + 2 * v + odd]] * s * 2.0**-6
+                assert got == want, (trial, c, v, got, want)

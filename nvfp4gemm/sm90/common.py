@@ -380,6 +380,8 @@ class Sm90Common:
             # scale words: rows r0 % 128 (= ra.r0) and ra.r0 + 8 of atom rep
             sw0 = decode.ld_shared_u32(sf + (j * 128 + (ra.r0 % 32) * 4 + ra.r0 // 32) * 4)
             sw1 = decode.ld_shared_u32(sf + (j * 128 + ((ra.r0 + 8) % 32) * 4 + (ra.r0 + 8) // 32) * 4)
+            sq0 = decode.scale_quad(sw0)
+            sq1 = decode.scale_quad(sw1)
             for g in cutlass.range_constexpr(4):
                 # group g = codes 16g..16g+15 = words 2g, 2g+1 of the 32-byte row segment;
                 # halfword c of the group lies in word 2g + c//2
@@ -387,7 +389,7 @@ class Sm90Common:
                 w0 = decode.ld_shared_u32(decode.swizzle128_chunk_addr(a_src, r0, 2 * j + g // 2) + word4)
                 w1 = decode.ld_shared_u32(decode.swizzle128_chunk_addr(a_src, r1, 2 * j + g // 2) + word4)
                 q0, q1, q2, q3 = decode.decode_a_frag(
-                    w0, w1, ra.sel, decode.scale_half2(sw0, g), decode.scale_half2(sw1, g))
+                    w0, w1, ra.sel, sq0[g], sq1[g])
                 # int32 fragment ((1,2,2), m_reps, 4): register q of rep `rep`, k16 group g
                 base = 4 * (rep + self.m_reps * g)
                 frag[base + 0] = q0
