@@ -46,6 +46,14 @@ def _asm(ret_type, operands, text, constraints, side_effects, loc=None, ip=None)
     )
 
 
+def _asm_ints(n_out: int, inputs, text: str, loc, ip) -> tuple:
+    """Pure inline PTX `text` with n_out 32-bit outputs ($0 ..) and 32-bit inputs (numbered after
+    them); returns the outputs as Int32."""
+    res = _asm(llvm.StructType.get_literal([T.i32()] * n_out), [Int32(x).ir_value(loc=loc, ip=ip) for x in inputs],
+               text, ",".join(["=r"] * n_out + ["r"] * len(inputs)), False, loc=loc, ip=ip)
+    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(n_out))
+
+
 def _ee_eo_ptx(w: str, ee: str, eo: str) -> str:
     """e4m3 bytes of the even codes (ee) and odd codes (eo) of the 8 codes in `w`:
     byte k of ee/eo is the e4m3 form of code 2k / 2k+1 (module docstring)."""
@@ -195,14 +203,7 @@ def scale_quad(scale_word: Int32, *, loc=None, ip=None):
     """The 4 e4m3 scales of `scale_word` as fp16x2 pairs (s, s): two conversions for four (one
     byte select + one conversion per scale before: -1.4..-5.1% on the leaderboard shapes
     together with the same change in `_decode_b_ptx`, notes/sm90.md exp. 50)."""
-    res = _asm(
-        llvm.StructType.get_literal([T.i32()] * 4),
-        [Int32(scale_word).ir_value(loc=loc, ip=ip)],
-        scale_quad_ptx(),
-        "=r,=r,=r,=r,r",
-        False, loc=loc, ip=ip,
-    )
-    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+    return _asm_ints(4, (scale_word,), scale_quad_ptx(), loc, ip)
 
 
 @dsl_user_op
@@ -213,25 +214,16 @@ def decode_a_frag(w_r0: Int32, w_r1: Int32, sel: Int32, s_r0: Int32, s_r1: Int32
     0x7632); R0 = (r0, pos 2c..2c+1), R1 = (r1, same), R2 = (r0, pos 2c+8..2c+9),
     R3 = (r1, same), in the K order of `decode_task`; s_r0 / s_r1 are the rows'
     scales as fp16x2."""
-    res = _asm(
-        llvm.StructType.get_literal([T.i32(), T.i32(), T.i32(), T.i32()]),
-        [Int32(w_r0).ir_value(loc=loc, ip=ip), Int32(w_r1).ir_value(loc=loc, ip=ip),
-         Int32(sel).ir_value(loc=loc, ip=ip), Int32(s_r0).ir_value(loc=loc, ip=ip),
-         Int32(s_r1).ir_value(loc=loc, ip=ip)],
-        "\n".join([
-            "{",
-            ".reg .b32 x, t, u, ee, eo, v;",
-            ".reg .b16 q0, q1;",
-            "prmt.b32 x, $4, $5, $6;",
-            _ee_eo_ptx("x", "ee", "eo"),
-            _f16x2_pair_ptx("ee", "$0", "$7", "$1", "$8"),
-            _f16x2_pair_ptx("eo", "$2", "$7", "$3", "$8"),
-            "}",
-        ]),
-        "=r,=r,=r,=r,r,r,r,r,r",
-        False, loc=loc, ip=ip,
-    )
-    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+    return _asm_ints(4, (w_r0, w_r1, sel, s_r0, s_r1), "\n".join([
+        "{",
+        ".reg .b32 x, t, u, ee, eo, v;",
+        ".reg .b16 q0, q1;",
+        "prmt.b32 x, $4, $5, $6;",
+        _ee_eo_ptx("x", "ee", "eo"),
+        _f16x2_pair_ptx("ee", "$0", "$7", "$1", "$8"),
+        _f16x2_pair_ptx("eo", "$2", "$7", "$3", "$8"),
+        "}",
+    ]), loc, ip)
 
 
 def decode_word_ptx() -> str:
@@ -256,14 +248,7 @@ def decode_word(w: Int32, s: Int32, *, loc=None, ip=None):
     (5, 7) for the step that reads halfword 1.  Equals two `decode_a_frag` calls' values
     for this row without their halfword `prmt` (and without decoding a row twice where a
     fragment's two rows are one, e.g. the skinny kernels' single 8-row A group)."""
-    res = _asm(
-        llvm.StructType.get_literal([T.i32(), T.i32(), T.i32(), T.i32()]),
-        [Int32(w).ir_value(loc=loc, ip=ip), Int32(s).ir_value(loc=loc, ip=ip)],
-        decode_word_ptx(),
-        "=r,=r,=r,=r,r,r",
-        False, loc=loc, ip=ip,
-    )
-    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+    return _asm_ints(4, (w, s), decode_word_ptx(), loc, ip)
 
 
 def skinny_scales_ptx() -> str:
@@ -287,14 +272,7 @@ def skinny_scales(h: Int32, *, loc=None, ip=None):
     as fp16x2 pairs (s0, s0) and (s1, s1) for `decode_word`: one conversion for both (the
     skinny loop is issue-bound, notes/sm90.md exp. 47; before: a shift, then a byte select and
     a conversion per scale)."""
-    res = _asm(
-        llvm.StructType.get_literal([T.i32(), T.i32()]),
-        [Int32(h).ir_value(loc=loc, ip=ip)],
-        skinny_scales_ptx(),
-        "=r,=r,r",
-        False, loc=loc, ip=ip,
-    )
-    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(2))
+    return _asm_ints(2, (h,), skinny_scales_ptx(), loc, ip)
 
 
 def _ld_shared(addr, ret_type, ptx_type, constraint, loc, ip):

@@ -94,11 +94,8 @@ class Sm90DualSkinnyKernel(Sm90SkinnyCore):
             rp = t % half
             if t < tasks:
                 if tok < m:
-                    x = [Float32(0.0)] * 4  # (B1, B2) x (row 2 rp, 2 rp + 1)
-                    for w in cutlass.range_constexpr(self.k_warps):
-                        for mat in cutlass.range_constexpr(2):
-                            for j in cutlass.range_constexpr(2):
-                                x[2 * mat + j] = x[2 * mat + j] + red[(w, mat, tok, 2 * rp + j)]
+                    # (B1, B2) x (row 2 rp, 2 rp + 1)
+                    x = [self.warp_sum(red, mat, tok, 2 * rp + j) for mat in range(2) for j in range(2)]
                     y0 = silu_mul(x[0] * scale, x[2] * scale)
                     y1 = silu_mul(x[1] * scale, x[3] * scale)
                     mC2[(tok, bx * half + rp)] = decode.pack_f16x2(y0, y1)

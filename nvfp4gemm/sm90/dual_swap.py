@@ -89,24 +89,21 @@ def compile_args(config: KernelConfig, m: int, n: int, k: int, l: int) -> tuple:
     return grouped.compile_args(config, ((m, n, k),))
 
 
-_TABLE_CACHE: dict = {}
-
-
 def runtime_args(data, config: KernelConfig, stream) -> tuple:
     """The grouped kernel's arguments for one dual problem: a 2-row table (row 1 carries B2
     and its scales), tile prefix sums [0, tiles, never...], the split plan and its
-    workspace; cached by the tensors' addresses and the shape."""
+    workspace; cached by the tensors' addresses and the shape (grouped.cached_launch_tables)."""
     a, b1, b2, _sfa, _sfb1, _sfb2, sfa_p, sfb1_p, sfb2_p, c = data
     m, kh, l = a.shape
     n, k = b1.shape[0], 2 * kh
-    key = (config, m, n, k) + tuple(t.data_ptr() for t in (a, b1, b2, sfa_p, sfb1_p, sfb2_p, c))
-    hit = _TABLE_CACHE.get(key)
-    if hit is None:
+
+    def build():
         rows = [[a.data_ptr(), b1.data_ptr(), c.data_ptr(), sfa_p.data_ptr(), sfb1_p.data_ptr(), m, n, k],
                 [0, b2.data_ptr(), 0, 0, sfb2_p.data_ptr(), 0, 0, 0]]
         total = dual_tiles(config, (m, n, k, l))
         offs = [0, total] + [1 << 30] * (grouped.MAX_GROUPS - 1)
-        if len(_TABLE_CACHE) > 64:
-            _TABLE_CACHE.clear()
-        hit = _TABLE_CACHE[key] = grouped.launch_tables(config, c.device, rows, offs, total, k // K_BLOCK)
+        return grouped.launch_tables(config, c.device, rows, offs, total, k // K_BLOCK)
+
+    key = (config, m, n, k) + tuple(t.data_ptr() for t in (a, b1, b2, sfa_p, sfb1_p, sfb2_p, c))
+    hit = grouped.cached_launch_tables(key, build)
     return grouped.launch_args(hit, stream)

@@ -443,7 +443,7 @@ def launch_tables(config: KernelConfig, dev, rows, offs, total: int, k_blocks) -
     """Device tensors of one launch: the group table (rows padded to MAX_GROUPS), the tile
     prefix sums, and the split plan's fp32 workspace and counters (zeroed once; the kernel
     leaves them at 0).  Returns (meta, offs, ws, cnt, items, full_tiles, splits, ctas).
-    Built once per cache entry of `runtime_args` (also the dual swap kernel's)."""
+    Built once per entry of `cached_launch_tables`."""
     import torch
 
     rows = rows + [[0] * META_FIELDS] * (MAX_GROUPS - len(rows))
@@ -486,20 +486,35 @@ def group_table_rows(data) -> tuple[list, list]:
     return rows, [(m, n, k) for m, n, k, _l in sizes]
 
 
-_META_CACHE: dict = {}
+_TABLES: dict = {}
+
+
+def cached_launch_tables(key, build) -> tuple:
+    """`build()` (a `launch_tables` result) cached by `key`, which must hold the config and
+    every tensor address and size the tables depend on, so a repeated call on the same buffers
+    allocates and copies nothing.  One cache for the grouped, grouped skinny and dual swap
+    kernels; at most 65 entries."""
+    hit = _TABLES.get(key)
+    if hit is None:
+        if len(_TABLES) > 64:
+            _TABLES.clear()
+        hit = _TABLES[key] = build()
+    return hit
+
+
+def grouped_tables(config: KernelConfig, data) -> tuple:
+    """`launch_tables` for the grouped input `data` (cached: `cached_launch_tables`)."""
+    rows, shapes = group_table_rows(data)
+
+    def build():
+        offs, total = padded_tile_offsets(config, shapes)
+        return launch_tables(config, data[0][0][2].device, rows, offs, total,
+                             [k // K_BLOCK for _m, _n, k in shapes])
+
+    return cached_launch_tables((config,) + tuple(tuple(r) for r in rows), build)
 
 
 def runtime_args(data, config: KernelConfig, stream) -> tuple:
     """Group table, tile prefix sums and the split-K workspace and counters as device
-    tensors (cached by the tensors' addresses and shapes, so a repeated call on the same
-    buffers allocates and copies nothing)."""
-    rows, shapes = group_table_rows(data)
-    key = (config.mma_tile_mn, config.swap_ab, config.split_k) + tuple(tuple(r) for r in rows)
-    hit = _META_CACHE.get(key)
-    if hit is None:
-        offs, total = padded_tile_offsets(config, shapes)
-        if len(_META_CACHE) > 64:
-            _META_CACHE.clear()
-        hit = _META_CACHE[key] = launch_tables(config, data[0][0][2].device, rows, offs, total,
-                                               [k // K_BLOCK for _m, _n, k in shapes])
-    return launch_args(hit, stream)
+    tensors (`grouped_tables`)."""
+    return launch_args(grouped_tables(config, data), stream)

@@ -24,10 +24,9 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
-from configs import K_BLOCK, KernelConfig, sm90_smem_bytes
+from configs import KernelConfig, sm90_smem_bytes
 from nvfp4gemm.sm90 import decode
-from nvfp4gemm.sm90.grouped_gemm import (MAX_GROUPS, META_FIELDS, group_of, group_table_rows, launch_tables,
-                                         padded_tile_offsets)
+from nvfp4gemm.sm90.grouped_gemm import MAX_GROUPS, META_FIELDS, group_of, grouped_tables
 from nvfp4gemm.sm90.skinny import Sm90SkinnyCore
 
 
@@ -88,10 +87,7 @@ class Sm90GroupedSkinnyKernel(Sm90SkinnyCore):
             rp = t % half
             if t < tasks:
                 if tok < mg:
-                    x = [Float32(0.0)] * 2  # rows 2 rp, 2 rp + 1
-                    for w in cutlass.range_constexpr(self.k_warps):
-                        for j in cutlass.range_constexpr(2):
-                            x[j] = x[j] + red[(w, 0, tok, 2 * rp + j)]
+                    x = [self.warp_sum(red, 0, tok, 2 * rp + j) for j in range(2)]  # rows 2 rp, 2 rp + 1
                     mC2[(tok, blk * half + rp)] = decode.pack_f16x2(x[0] * scale, x[1] * scale)
 
 
@@ -114,25 +110,12 @@ def compile_args(config: KernelConfig, shapes) -> tuple:
             Int32(1), make_fake_stream())
 
 
-_TABLE_CACHE: dict = {}
-
-
 def runtime_args(data, config: KernelConfig, stream) -> tuple:
-    """The group table and the CTA prefix sums as device tensors (grouped_gemm.launch_tables,
-    cached by the tensors' addresses and the sizes, so a repeated call on the same buffers
-    copies nothing); one CTA per work item (no split: items = sum_g N_g / R)."""
+    """The group table and the CTA prefix sums as device tensors (grouped_gemm.grouped_tables,
+    cached); one CTA per work item (no split: items = sum_g N_g / R)."""
     from cutlass.cute.runtime import make_ptr
 
-    rows, shapes = group_table_rows(data)
-    key = (config.mma_tile_mn,) + tuple(tuple(r) for r in rows)
-    hit = _TABLE_CACHE.get(key)
-    if hit is None:
-        offs, total = padded_tile_offsets(config, shapes)
-        if len(_TABLE_CACHE) > 64:
-            _TABLE_CACHE.clear()
-        hit = _TABLE_CACHE[key] = launch_tables(config, data[0][0][2].device, rows, offs, total,
-                                                [k // K_BLOCK for _m, _n, k in shapes])
-    meta_t, offs_t, _ws, _cnt, items, _full, _splits, _ctas = hit
+    meta_t, offs_t, _ws, _cnt, items, _full, _splits, _ctas = grouped_tables(config, data)
     if not isinstance(stream, cuda.CUstream):
         stream = cuda.CUstream(stream.cuda_stream)
     return (make_ptr(cutlass.Int64, meta_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),

@@ -234,6 +234,15 @@ class Sm90SkinnyCore:
     # ------------------------------------------------------------------ partial sums
 
     @cute.jit
+    def warp_sum(self, red, mat, tok, row):
+        """sum over the warps of red[(w, mat, tok, row)], in warp order (the epilogues' value of
+        output (token, row) of B matrix `mat`, before the rescale)."""
+        x = Float32(0.0)
+        for w in cutlass.range_constexpr(self.k_warps):
+            x = x + red[(w, mat, tok, row)]
+        return x
+
+    @cute.jit
     def stash_partials(self, acc, red, warp, lane):
         """This warp's sums -> red[(warp, B, token, row)], then a CTA barrier; the epilogue
         sums red over the warps."""
