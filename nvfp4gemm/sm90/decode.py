@@ -80,6 +80,23 @@ def _f16x2_pair_ptx(e: str, d_lo: str, s_lo: str, d_hi: str, s_hi: str) -> str:
     ])
 
 
+def _word_f16x2_ptx(w: str, outs: tuple, scales: tuple, pre: str = "") -> str:
+    """One asm block decoding the 8 codes of word `w` (after the optional `pre` lines, which
+    may define the .b32 register x): outs = (even pair of the low half, odd pair of the low
+    half, even pair of the high half, odd pair of the high half) as fp16x2, the low half's
+    pairs times scales[0], the high half's times scales[1]."""
+    return "\n".join([
+        "{",
+        ".reg .b32 x, t, u, ee, eo, v;",
+        ".reg .b16 q0, q1;",
+        pre,
+        _ee_eo_ptx(w, "ee", "eo"),
+        _f16x2_pair_ptx("ee", outs[0], scales[0], outs[2], scales[1]),
+        _f16x2_pair_ptx("eo", outs[1], scales[0], outs[3], scales[1]),
+        "}",
+    ])
+
+
 def _decode_b_ptx(n_words: int, tasks: int = 1) -> str:
     """PTX body of `decode_task` (4 words, 32 codes) / `decode_task16` (2 words, 16 codes):
     load the packed words from [$0], the scales of their n_words / 2 groups from
@@ -214,30 +231,17 @@ def decode_a_frag(w_r0: Int32, w_r1: Int32, sel: Int32, s_r0: Int32, s_r1: Int32
     0x7632); R0 = (r0, pos 2c..2c+1), R1 = (r1, same), R2 = (r0, pos 2c+8..2c+9),
     R3 = (r1, same), in the K order of `decode_task`; s_r0 / s_r1 are the rows'
     scales as fp16x2."""
-    return _asm_ints(4, (w_r0, w_r1, sel, s_r0, s_r1), "\n".join([
-        "{",
-        ".reg .b32 x, t, u, ee, eo, v;",
-        ".reg .b16 q0, q1;",
-        "prmt.b32 x, $4, $5, $6;",
-        _ee_eo_ptx("x", "ee", "eo"),
-        _f16x2_pair_ptx("ee", "$0", "$7", "$1", "$8"),
-        _f16x2_pair_ptx("eo", "$2", "$7", "$3", "$8"),
-        "}",
-    ]), loc, ip)
+    # x = this thread's halfword of r0 (low) and of r1 (high): (even, odd) e4m3 pairs of
+    # each half go to (R0, R2) with r0's scale and (R1, R3) with r1's
+    return _asm_ints(4, (w_r0, w_r1, sel, s_r0, s_r1),
+                     _word_f16x2_ptx("x", ("$0", "$2", "$1", "$3"), ("$7", "$8"), "prmt.b32 x, $4, $5, $6;"),
+                     loc, ip)
 
 
 def decode_word_ptx() -> str:
     """PTX of `decode_word`: outputs $0..$3, inputs $4 (the word), $5 (the fp16x2 scale).
     (tests/test_sm90_compile.py interprets this text on every code and scale.)"""
-    return "\n".join([
-        "{",
-        ".reg .b32 t, u, ee, eo, v;",
-        ".reg .b16 q0, q1;",
-        _ee_eo_ptx("$4", "ee", "eo"),
-        _f16x2_pair_ptx("ee", "$0", "$5", "$2", "$5"),
-        _f16x2_pair_ptx("eo", "$1", "$5", "$3", "$5"),
-        "}",
-    ])
+    return _word_f16x2_ptx("$4", ("$0", "$1", "$2", "$3"), ("$5", "$5"))
 
 
 @dsl_user_op
