@@ -464,7 +464,8 @@ def test_wgmma_decode_scales_and_b_task_are_exact():
     of a row) gives (s_g, s_g) for every e4m3 byte in every position, and `decode_task` (32
     codes of a B row into 4 swizzled 16-byte fp16 chunks) stores e2m1 * scale * 2^-6 in the K
     order of decode.py's docstring: chunk 2 grp holds the group's even codes, 2 grp + 1 its
-    odd ones, for either half of the scale word."""
+    odd ones, for either half of the scale word; and in the pair-major order chunk c holds
+    k16 step c // 2 of all 4 words (`_decode_b_ptx`); `scale_pair` gathers any two scales."""
     import numpy as np
     import torch
     from nvfp4gemm.formats import E2M1_VALUES
@@ -481,20 +482,37 @@ def test_wgmma_decode_scales_and_b_task_are_exact():
             byts = others[:pos] + [b] + others[pos:]
             out = _run_ptx(quad, {"$4": sum(x << 8 * i for i, x in enumerate(byts))})[f"${pos}"]
             assert f16(out & 0xFFFF) == f16(out >> 16) == e4m3[b].item(), (b, pos)
-    task = decode._decode_b_ptx(4)
-    for trial in range(300):
-        words = [int(x) for x in rng.integers(0, 2**32, 4)]
-        sbytes = [int(x) for x in rng.choice(finite, 4)]
-        shift = 16 * (trial % 2)
-        src, dst = 0x100, 0x400 + 16 * int(rng.integers(0, 8))  # dst: chunk 0 already swizzled
-        regs = _run_ptx(task, {"$0": src, "$1": sum(x << 8 * i for i, x in enumerate(sbytes)), "$2": shift,
-                               "$3": dst, "mem": {src + 4 * i: w for i, w in enumerate(words)}})
-        codes = [(words[i // 8] >> 4 * (i % 8)) & 0xF for i in range(32)]
-        for c in range(4):  # chunk c at dst ^ 16 c: group c // 2, even (c % 2 == 0) or odd codes
-            grp, odd = divmod(c, 2)
-            s = e4m3[sbytes[shift // 8 + grp]].item()
-            for v in range(8):
-                word = regs["mem"][(dst ^ (16 * c)) + 4 * (v // 2)]
-                got = f16((word >> 16 * (v % 2)) & 0xFFFF)
-                want = E2M1_VALUES[codes[16 * grp + 2 * v + odd]] * s * 2.0**-6
-                assert got == want, (trial, c, v, got, want)
+    pair = decode.scale_pair_ptx()
+    for b in finite:
+        for pos in range(4):
+            others = [int(x) for x in rng.choice(finite, 3)]
+            byts = others[:pos] + [b] + others[pos:]
+            word = sum(x << 8 * i for i, x in enumerate(byts))
+            other = int(rng.integers(0, 4))
+            for out, sel in (("$0", pos | other << 4), ("$1", other | pos << 4)):
+                got = _run_ptx(pair, {"$2": word, "$3": sel})[out]
+                assert f16(got & 0xFFFF) == f16(got >> 16) == e4m3[b].item(), (b, pos, sel)
+    for pair_major in (False, True):
+        task = decode._decode_b_ptx(4, pair_major=pair_major)
+        for trial in range(300):
+            words = [int(x) for x in rng.integers(0, 2**32, 4)]
+            sbytes = [int(x) for x in rng.choice(finite, 4)]
+            shift = 16 * (trial % 2)
+            src, dst = 0x100, 0x400 + 16 * int(rng.integers(0, 8))  # dst: chunk 0 already swizzled
+            regs = _run_ptx(task, {"$0": src, "$1": sum(x << 8 * i for i, x in enumerate(sbytes)), "$2": shift,
+                                   "$3": dst, "mem": {src + 4 * i: w for i, w in enumerate(words)}})
+            codes = [(words[i // 8] >> 4 * (i % 8)) & 0xF for i in range(32)]
+            for c in range(4):  # chunk c at dst ^ 16 c
+                for v in range(8):
+                    if pair_major:  # k16 step c // 2: fp16 pair v // 2 from word v // 2 (A thread v // 2)
+                        t, odd = divmod(c, 2)
+                        wi, e = divmod(v, 2)
+                        grp, code = wi // 2, 8 * wi + 4 * t + 2 * e + odd
+                    else:  # group c // 2, even (c % 2 == 0) or odd codes
+                        grp, odd = divmod(c, 2)
+                        code = 16 * grp + 2 * v + odd
+                    s = e4m3[sbytes[shift // 8 + grp]].item()
+                    word = regs["mem"][(dst ^ (16 * c)) + 4 * (v // 2)]
+                    got = f16((word >> 16 * (v % 2)) & 0xFFFF)
+                    want = E2M1_VALUES[codes[code]] * s * 2.0**-6
+                    assert got == want, (pair_major, trial, c, v, got, want)

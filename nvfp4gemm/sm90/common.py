@@ -90,6 +90,15 @@ class Sm90Common:
         # consumer warpgroup along M (the A register fragments hold m_reps of them)
         self.sfa_atoms = self.tile_m // 128
         self.m_reps = self.tile_m // (64 * self.num_mma_wg)
+        # K order inside each 64-code sub-block (decode.py): pair-major where every B decode
+        # task is a 32-code row segment (`decode_one` / `decode_pair`), group-major where the
+        # kernel decodes B in 16-code quarter tasks (`decode_quarter`), which cannot fill a
+        # pair-major 16-byte chunk from one scale group
+        self.pair_major = self.b_task_codes() == 32
+
+    def b_task_codes(self) -> int:
+        """Codes per B decode task of this kernel (32: row segments, 16: quarter tasks)."""
+        raise NotImplementedError
 
     @staticmethod
     def check_config(config: KernelConfig) -> None:
@@ -362,6 +371,8 @@ class Sm90Common:
         ra.r0 = 64 * (ct // 128) + 16 * ((ct % 128) // 32) + lane // 4
         ra.c = lane % 4
         ra.sel = 0x5410 + (ra.c % 2) * 0x2222  # this thread's halfword of each word
+        # pair-major: scale bytes c // 2 and 2 + c // 2 (this thread's groups in the two halves)
+        ra.ssel = (ra.c // 2) + (ra.c // 2 + 2) * 16
         return ra
 
     @staticmethod
@@ -380,22 +391,52 @@ class Sm90Common:
             # scale words: rows r0 % 128 (= ra.r0) and ra.r0 + 8 of atom rep
             sw0 = decode.ld_shared_u32(sf + (j * 128 + (ra.r0 % 32) * 4 + ra.r0 // 32) * 4)
             sw1 = decode.ld_shared_u32(sf + (j * 128 + ((ra.r0 + 8) % 32) * 4 + (ra.r0 + 8) // 32) * 4)
-            sq0 = decode.scale_quad(sw0)
-            sq1 = decode.scale_quad(sw1)
-            for g in cutlass.range_constexpr(4):
-                # group g = codes 16g..16g+15 = words 2g, 2g+1 of the 32-byte row segment;
-                # halfword c of the group lies in word 2g + c//2
-                word4 = ((g % 2) * 2 + ra.c // 2) * 4
-                w0 = decode.ld_shared_u32(decode.swizzle128_chunk_addr(a_src, r0, 2 * j + g // 2) + word4)
-                w1 = decode.ld_shared_u32(decode.swizzle128_chunk_addr(a_src, r1, 2 * j + g // 2) + word4)
-                q0, q1, q2, q3 = decode.decode_a_frag(
-                    w0, w1, ra.sel, sq0[g], sq1[g])
-                # int32 fragment ((1,2,2), m_reps, 4): register q of rep `rep`, k16 group g
-                base = 4 * (rep + self.m_reps * g)
-                frag[base + 0] = q0
-                frag[base + 1] = q1
-                frag[base + 2] = q2
-                frag[base + 3] = q3
+            if cutlass.const_expr(self.pair_major):
+                self._decode_a_pairs(frag, rep, a_src, r0, r1, sw0, sw1, ra, j)
+            else:
+                self._decode_a_groups(frag, rep, a_src, r0, r1, sw0, sw1, ra, j)
+
+    @cute.jit
+    def _decode_a_pairs(self, frag, rep: cutlass.Constexpr, a_src, r0, r1, sw0, sw1, ra, j: cutlass.Constexpr):
+        """Pair-major K order: in half h of the sub-block (16 bytes of each row: groups 2h and
+        2h + 1), thread c owns word c -- group 2h + c // 2 -- whose 8 codes feed k16 steps 2h
+        and 2h + 1 (`decode_word`: registers (E, O) of step 2h, then of 2h + 1).  One 32-bit
+        load per row and half, no halfword select, two scales per row."""
+        s0 = decode.scale_pair(sw0, ra.ssel)
+        s1 = decode.scale_pair(sw1, ra.ssel)
+        for h in cutlass.range_constexpr(2):
+            w0 = decode.ld_shared_u32(decode.swizzle128_chunk_addr(a_src, r0, 2 * j + h) + ra.c * 4)
+            w1 = decode.ld_shared_u32(decode.swizzle128_chunk_addr(a_src, r1, 2 * j + h) + ra.c * 4)
+            d0 = decode.decode_word(w0, s0[h])
+            d1 = decode.decode_word(w1, s1[h])
+            for t in cutlass.range_constexpr(2):
+                # int32 fragment ((1,2,2), m_reps, 4): R0 (r0, even), R1 (r1, even), R2 (r0,
+                # odd), R3 (r1, odd) of k16 step 2h + t
+                base = 4 * (rep + self.m_reps * (2 * h + t))
+                frag[base + 0] = d0[2 * t]
+                frag[base + 1] = d1[2 * t]
+                frag[base + 2] = d0[2 * t + 1]
+                frag[base + 3] = d1[2 * t + 1]
+
+    @cute.jit
+    def _decode_a_groups(self, frag, rep: cutlass.Constexpr, a_src, r0, r1, sw0, sw1, ra, j: cutlass.Constexpr):
+        """Group-major K order: k16 step g = scale group g; thread c owns halfword c of it."""
+        sq0 = decode.scale_quad(sw0)
+        sq1 = decode.scale_quad(sw1)
+        for g in cutlass.range_constexpr(4):
+            # group g = codes 16g..16g+15 = words 2g, 2g+1 of the 32-byte row segment;
+            # halfword c of the group lies in word 2g + c//2
+            word4 = ((g % 2) * 2 + ra.c // 2) * 4
+            w0 = decode.ld_shared_u32(decode.swizzle128_chunk_addr(a_src, r0, 2 * j + g // 2) + word4)
+            w1 = decode.ld_shared_u32(decode.swizzle128_chunk_addr(a_src, r1, 2 * j + g // 2) + word4)
+            q0, q1, q2, q3 = decode.decode_a_frag(
+                w0, w1, ra.sel, sq0[g], sq1[g])
+            # int32 fragment ((1,2,2), m_reps, 4): register q of rep `rep`, k16 group g
+            base = 4 * (rep + self.m_reps * g)
+            frag[base + 0] = q0
+            frag[base + 1] = q1
+            frag[base + 2] = q2
+            frag[base + 3] = q3
 
     @cute.jit
     def mainloop(self, ab_pipe, read, it, kb_lo, kb_hi, tiled_mma, acc, ra, tCrB, a_p, sfa_p, decode_b, item_args,
@@ -463,7 +504,7 @@ class Sm90Common:
         src_addr = decode.swizzle128_chunk_addr(src, row, 2 * j + seg)
         sf_word = self.sfb_word(sf, sf_row, j)
         dst_addr = decode.swizzle128_chunk_addr(dst, row, 4 * seg)
-        decode.decode_task(src_addr, sf_word, seg * 16, dst_addr)
+        decode.decode_task(src_addr, sf_word, seg * 16, dst_addr, self.pair_major)
 
     @cute.jit
     def decode_pair(self, src0, sf0, dst0, row0, seg0, src1, sf1, dst1, row1, seg1, nb_row0,
@@ -477,12 +518,13 @@ class Sm90Common:
             decode.swizzle128_chunk_addr(src0, row0, 2 * j + seg0), w0, seg0 * 16,
             decode.swizzle128_chunk_addr(dst0, row0, 4 * seg0),
             decode.swizzle128_chunk_addr(src1, row1, 2 * j + seg1), w1, seg1 * 16,
-            decode.swizzle128_chunk_addr(dst1, row1, 4 * seg1))
+            decode.swizzle128_chunk_addr(dst1, row1, 4 * seg1), self.pair_major)
 
     @cute.jit
     def decode_quarter(self, src, sf, dst, row, sf_row, q, j: cutlass.Constexpr):
         """B row `row`, 16-code scale group q (0..3) of sub-block j: 8 packed bytes -> fp16
-        chunks 2q, 2q + 1 (decode.decode_task16)."""
+        chunks 2q, 2q + 1 (decode.decode_task16; group-major K order only)."""
+        assert not self.pair_major, "quarter tasks need the group-major K order"
         src_addr = decode.swizzle128_chunk_addr(src, row, 2 * j + q // 2) + (q % 2) * 8
         sf_word = self.sfb_word(sf, sf_row, j)
         dst_addr = decode.swizzle128_chunk_addr(dst, row, 2 * q)

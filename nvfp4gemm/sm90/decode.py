@@ -12,11 +12,18 @@ sm_90a has no `cvt.rn.f16x2.e2m1x2` (ptxas rejects it), so the decode goes throu
 Both wgmma operands carry the 2^-6 factor, so the fp32 accumulator holds the true value
 times 2^-12; the epilogue multiplies by ACC_RESCALE = 2^12 (exact in fp32).
 
-K order (the A operand is decoded into wgmma registers, `decode_a_frag`; the B tiles are
-decoded into shared memory in the matching order, `decode_task`): thread c of the m64k16
-A fragment owns positions {2c, 2c+1, 2c+8, 2c+9} of each 16-code scale group, which hold
-codes 4c..4c+3 -- one 16-bit halfword of packed data.  The permutation stays inside a scale
-group, so the dot products are unchanged.
+K order (the A operand is decoded into wgmma registers; the B tiles are decoded into shared
+memory in the matching order).  Thread c of the m64k16 A fragment owns positions {2c, 2c+1,
+2c+8, 2c+9} of each k16 step.  Every code carries its own scale, so any permutation inside
+a 64-code sub-block leaves the dot products unchanged; two are used:
+* group-major (`decode_a_frag`, `decode_task` / `decode_task16`): k16 step g is scale group
+  g and thread c's positions hold codes 4c..4c+3 of it -- one 16-bit halfword per row, so a
+  B decode task may be a single group (the quarter tasks of tile N 96 and the swap tiles);
+* pair-major (`decode_word`, `decode_task(pair_major=True)`): in each half h of the
+  sub-block (groups 2h, 2h+1 = 16 bytes of a row) thread c owns 32-bit word c, whose codes
+  feed steps 2h and 2h+1 -- one load and one scale per row and half, no halfword select;
+  a B task must then be a whole 32-code half (kernels whose B tasks all are use it:
+  `Sm90Common.pair_major`; -1.6..-2.2% dual, -0.5..-2% grouped, H200, notes/sm90.md exp. 56).
 
 Shared-memory helpers take 32-bit shared-window addresses (`ptr.toint()` of an smem ptr).
 (The bit-placement decode, fp16 bits (s << 15) | (e1 e0 m0 << 9) times 2^-14, was an
@@ -97,7 +104,7 @@ def _word_f16x2_ptx(w: str, outs: tuple, scales: tuple, pre: str = "") -> str:
     ])
 
 
-def _decode_b_ptx(n_words: int, tasks: int = 1) -> str:
+def _decode_b_ptx(n_words: int, tasks: int = 1, pair_major: bool = False) -> str:
     """PTX body of `decode_task` (4 words, 32 codes) / `decode_task16` (2 words, 16 codes):
     load the packed words from [$0], the scales of their n_words / 2 groups from
     ($1 >> $2), decode in the register-A K order and store n_words 16-byte fp16 chunks at
@@ -109,8 +116,14 @@ def _decode_b_ptx(n_words: int, tasks: int = 1) -> str:
     K order inside each 16-code group g (words w0 = codes 0..7, w1 = codes 8..15): fp16
     positions 0..7 hold codes (0,2),(4,6),(8,10),(12,14) and positions 8..15 hold
     (1,3),(5,7),(9,11),(13,15) -- the even / odd e4m3 bytes of w0, w1 converted low half
-    then high half; this pairs with the register A operand of `decode_a_frag`."""
+    then high half; this pairs with the register A operand of `decode_a_frag`.
+
+    `pair_major` (32-code tasks only; `pair_chunk_order`): chunk c = (k16 step c // 2 of the
+    task, even / odd codes) takes one fp16 pair from each of the 4 words -- word i's codes
+    (4 t, 4 t + 2) (even) or (4 t + 1, 4 t + 3) (odd), t = c // 2, times the scale of group
+    i // 2 -- which pairs with `decode_word` of one row's word i in A-fragment thread c = i."""
     n, g = n_words, n_words // 2
+    assert not pair_major or n == 4, "pair-major order needs 32-code tasks"
 
     def regs(prefix, idx):
         return [f"{prefix}{i}" for i in idx]
@@ -122,15 +135,17 @@ def _decode_b_ptx(n_words: int, tasks: int = 1) -> str:
         src, sw, sh, dst = (f"${4 * k + i}" for i in range(4))
         w = words(k)
         lines = [_ee_eo_ptx(w[wi], f"e{wi}", f"d{wi}") for wi in range(n)]
-        outs = 0
-        for grp in range(g):
-            for kind in ("e", "d"):  # even codes -> chunk 2*grp, odd -> chunk 2*grp+1
-                for wi in (2 * grp, 2 * grp + 1):
-                    for half in (0, 1):
-                        lines.append(f"mov.b32 {{q0, q1}}, {kind}{wi};")
-                        lines.append(f"cvt.rn.f16x2.e4m3x2 t, {'q0' if half == 0 else 'q1'};")
-                        lines.append(f"mul.rn.f16x2 o{outs}, t, s{grp};")
-                        outs += 1
+        # (kind, word, half of the e4m3 bytes, scale group) of output register 0, 1, ...;
+        # output 4 c + v is word v of 16-byte chunk c
+        if pair_major:
+            srcs = [("d" if c % 2 else "e", wi, c // 2, wi // 2) for c in range(4) for wi in range(4)]
+        else:  # even codes -> chunk 2*grp, odd -> chunk 2*grp+1
+            srcs = [(kind, wi, half, grp) for grp in range(g) for kind in ("e", "d")
+                    for wi in (2 * grp, 2 * grp + 1) for half in (0, 1)]
+        for outs, (kind, wi, half, grp) in enumerate(srcs):
+            lines.append(f"mov.b32 {{q0, q1}}, {kind}{wi};")
+            lines.append(f"cvt.rn.f16x2.e4m3x2 t, {'q0' if half == 0 else 'q1'};")
+            lines.append(f"mul.rn.f16x2 o{outs}, t, s{grp};")
         b32 = (["t", "u"] + regs("s", range(g)) + regs("sb", range(g)) + regs("a", range(1, n))
                + regs("e", range(n)) + regs("d", range(n)))
         return [
@@ -162,29 +177,30 @@ def _decode_b_ptx(n_words: int, tasks: int = 1) -> str:
     ])
 
 
-def _decode_b(n_words, args, loc, ip, tasks=1):
+def _decode_b(n_words, args, loc, ip, tasks=1, pair_major=False):
     _asm(None, [Int32(x).ir_value(loc=loc, ip=ip) for x in args],
-         _decode_b_ptx(n_words, tasks), ",".join(["r"] * (4 * tasks)), True, loc=loc, ip=ip)
+         _decode_b_ptx(n_words, tasks, pair_major), ",".join(["r"] * (4 * tasks)), True, loc=loc, ip=ip)
 
 
 @dsl_user_op
 def decode_task(src_addr: Int32, scale_word: Int32, scale_shift: Int32, dst_addr: Int32,
-                *, loc=None, ip=None) -> None:
+                pair_major: bool = False, *, loc=None, ip=None) -> None:
     """Decode 32 consecutive e2m1 codes of a B row (16 bytes at shared `src_addr`) into four
     16-byte fp16 chunks at shared `dst_addr ^ (16 * q)`, q = 0..3 (the 128B-swizzle row of
     the decoded tile: the caller passes the address of chunk q = 0 already swizzled), in
     the K order of `_decode_b_ptx`.  `scale_word` holds 4 e4m3 scales (one per 16 codes of
-    a 64-code row segment); `scale_shift` (0 or 16) selects the two that cover these codes."""
-    _decode_b(4, (src_addr, scale_word, scale_shift, dst_addr), loc, ip)
+    a 64-code row segment); `scale_shift` (0 or 16) selects the two that cover these codes.
+    `pair_major`: the K order of `_decode_b_ptx(pair_major=True)`."""
+    _decode_b(4, (src_addr, scale_word, scale_shift, dst_addr), loc, ip, pair_major=pair_major)
 
 
 @dsl_user_op
 def decode_task_x2(src0: Int32, scale_word0: Int32, scale_shift0: Int32, dst0: Int32,
                    src1: Int32, scale_word1: Int32, scale_shift1: Int32, dst1: Int32,
-                   *, loc=None, ip=None) -> None:
+                   pair_major: bool = False, *, loc=None, ip=None) -> None:
     """Two `decode_task`s in one block, both loads first (`_decode_b_ptx`)."""
     _decode_b(4, (src0, scale_word0, scale_shift0, dst0, src1, scale_word1, scale_shift1, dst1),
-              loc, ip, tasks=2)
+              loc, ip, tasks=2, pair_major=pair_major)
 
 
 @dsl_user_op
@@ -221,6 +237,30 @@ def scale_quad(scale_word: Int32, *, loc=None, ip=None):
     byte select + one conversion per scale before: -1.4..-5.1% on the leaderboard shapes
     together with the same change in `_decode_b_ptx`, notes/sm90.md exp. 50)."""
     return _asm_ints(4, (scale_word,), scale_quad_ptx(), loc, ip)
+
+
+def scale_pair_ptx() -> str:
+    """PTX of `scale_pair`: outputs $0 = (s_a, s_a), $1 = (s_b, s_b) where a, b are the bytes of
+    the scale word $2 named by selector nibbles 0 and 1 of $3."""
+    return "\n".join([
+        "{",
+        ".reg .b32 t, v;",
+        ".reg .b16 q0, q1, h0, h1;",
+        "prmt.b32 t, $2, 0, $3;",
+        "mov.b32 {q0, q1}, t;",
+        "cvt.rn.f16x2.e4m3x2 v, q0;",
+        "mov.b32 {h0, h1}, v;",
+        "mov.b32 $0, {h0, h0};",
+        "mov.b32 $1, {h1, h1};",
+        "}",
+    ])
+
+
+@dsl_user_op
+def scale_pair(scale_word: Int32, sel: Int32, *, loc=None, ip=None):
+    """Two of the 4 e4m3 scales of `scale_word` (bytes picked by `sel`'s nibbles 0 and 1) as
+    fp16x2 pairs (s, s): one byte gather and one conversion (pair-major A decode)."""
+    return _asm_ints(2, (scale_word, sel), scale_pair_ptx(), loc, ip)
 
 
 @dsl_user_op

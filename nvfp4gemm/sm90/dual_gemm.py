@@ -319,6 +319,9 @@ class Sm90DualGemmKernel(Sm90Common):
             item += cute.arch.grid_dim()[0]
         epi.store_pipe.producer_tail()
 
+    def b_task_codes(self) -> int:
+        return 16 if self.tile_n == 96 else 32  # `decode_b`: tile N 96 decodes quarter tasks
+
     @cute.jit
     def decode_b(self, ct, b1_src, b2_src, sfb1, sfb2, b1_dst, b2_dst, j: cutlass.Constexpr, nb_row0):
         """B1 and B2 rows of the tile: 2 operands x tile_n rows x 2 segments over the 256

@@ -73,8 +73,11 @@ class Sm90GroupedGemmKernel(Sm90Common):
     def __init__(self, config: KernelConfig):
         super().__init__(config)
         # the cp.async producer keeps 64-bit addresses live: more registers than a TMA warp
-        self.load_regs = 104
-        self.mma_regs = 200
+        # setmaxnreg: the launch gives 384 x 168 registers, so 128 (168 - load) >= 256 (mma -
+        # 168); 104 / 200 and 88 / 208 meet it exactly.  Pair-major 128x256 tiles (two B tasks
+        # per thread in one asm block) spill 44 bytes at 200, none at 208; the other tiles keep
+        # 200 (88 / 208 made them 3-9% slower, H200 2026-11-21, notes/sm90.md exp. 56)
+        self.load_regs, self.mma_regs = (88, 208) if (self.pair_major and self.tile_n == 256) else (104, 200)
         self.swap = config.swap_ab
         # swap_ab: N columns covered by one tile (the MMA M side: 256 rows of B_g)
         self.n_per_tile = self.tile_m
@@ -280,6 +283,9 @@ class Sm90GroupedGemmKernel(Sm90Common):
             else:
                 self.store_c(acc, tCcC, meta[(g, 2)], mb * self.tile_m, nb * self.tile_n, m_store, ng, b_d, ct)
             item += cute.arch.grid_dim()[0]
+
+    def b_task_codes(self) -> int:
+        return 32 if self.tile_n >= 128 else 16  # `decode_b_sub`: narrower tiles use quarter tasks
 
     @cute.jit
     def decode_b_sub(self, si, j: cutlass.Constexpr, buf, ct, b_p, sfb_p, b_d, nb_row0):
