@@ -118,10 +118,11 @@ def _decode_b_ptx(n_words: int, tasks: int = 1, pair_major: bool = False) -> str
     (1,3),(5,7),(9,11),(13,15) -- the even / odd e4m3 bytes of w0, w1 converted low half
     then high half; this pairs with the register A operand of `decode_a_frag`.
 
-    `pair_major` (32-code tasks only; `pair_chunk_order`): chunk c = (k16 step c // 2 of the
-    task, even / odd codes) takes one fp16 pair from each of the 4 words -- word i's codes
-    (4 t, 4 t + 2) (even) or (4 t + 1, 4 t + 3) (odd), t = c // 2, times the scale of group
-    i // 2 -- which pairs with `decode_word` of one row's word i in A-fragment thread c = i."""
+    `pair_major` (32-code tasks only): chunk c = (k16 step c // 2 of the task, even / odd
+    codes) takes one fp16 pair from each of the 4 words -- word i's codes (4 t, 4 t + 2)
+    (even) or (4 t + 1, 4 t + 3) (odd), t = c // 2, times the scale of group i // 2 -- which
+    pairs with A-fragment thread i, whose `decode_word` of the row's word i gives the same
+    pairs (`Sm90Common._decode_a_pairs`)."""
     n, g = n_words, n_words // 2
     assert not pair_major or n == 4, "pair-major order needs 32-code tasks"
 
