@@ -80,3 +80,26 @@ def test_ab_compare_prepare_and_missing_base(tmp_path, capsys):
     with pytest.raises(SystemExit):
         ab_compare.main(["--base", str(tmp_path / "missing")])
     assert "run --prepare REF" in capsys.readouterr().err
+
+
+def test_dsmem_copy_benchmark_compiles_and_emits_bulk_copy(tmp_path):
+    """benchmarks/dsmem_copy.py (device-only micro-benchmark, notes/sm90.md exp. 60) keeps
+    compiling for sm_90a, and its bulk mode really issues the cluster bulk copy into the peer's
+    mbarrier while the register mode issues st.shared::cluster."""
+    import glob
+
+    import cutlass.cute as cute
+    from cutlass import Int32
+    from cutlass.cute.runtime import make_fake_stream
+
+    from benchmarks.dsmem_copy import DsmemCopy
+    from nvfp4gemm.harness import read_ptx
+
+    for mode, needle in (("bulk", "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes"),
+                         ("st", "st.shared::cluster.v4.b32")):
+        d = tmp_path / mode
+        d.mkdir()
+        cute.compile(DsmemCopy(mode, 2, 8192, 4), Int32(1), Int32(2), make_fake_stream(),
+                     options=f"--gpu-arch sm_90a --keep-ptx --dump-dir {d}")
+        ptx = read_ptx(sorted(glob.glob(str(d / "*.ptx")))[-1])
+        assert needle in ptx and "mapa.shared::cluster" in ptx, mode
