@@ -56,7 +56,7 @@ from configs import K_BLOCK, KernelConfig, dual_tiles
 from nvfp4gemm import scheduler
 from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.sm90 import decode
-from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, Sm90Common, sm_count
+from nvfp4gemm.sm90.common import SUB_K, Sm90Common, sm_count
 
 
 class Sm90DualGemmKernel(Sm90Common):

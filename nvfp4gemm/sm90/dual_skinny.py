@@ -83,22 +83,16 @@ class Sm90DualSkinnyKernel(Sm90SkinnyCore):
         """Per (token, row pair): sum the warps' partial sums (shared memory, after
         `stash_partials`), silu(x1) * x2, one fp16 pair of C (consecutive threads:
         consecutive columns)."""
-        half = self.rows // 2
-        tasks = self.tokens * half
         # (M, N / 2) fp16 pairs of C, batch bl
         mC2 = cute.make_tensor(c_ptr + bl * m * (n // 2), cute.make_layout((m, n // 2), stride=(n // 2, 1)))
+        self.store_pairs(red, mC2, m, bx * (self.rows // 2), tidx)
+
+    @cute.jit
+    def pair_value(self, red, tok, rp):
+        """silu(x1) * x2 of outputs (tok, rows 2 rp, 2 rp + 1), packed fp16."""
         scale = Float32(decode.ACC_RESCALE)
-        for it in cutlass.range_constexpr((tasks + self.threads - 1) // self.threads):
-            t = tidx + it * self.threads
-            tok = t // half
-            rp = t % half
-            if t < tasks:
-                if tok < m:
-                    # (B1, B2) x (row 2 rp, 2 rp + 1)
-                    x = [self.warp_sum(red, mat, tok, 2 * rp + j) for mat in range(2) for j in range(2)]
-                    y0 = silu_mul(x[0] * scale, x[2] * scale)
-                    y1 = silu_mul(x[1] * scale, x[3] * scale)
-                    mC2[(tok, bx * half + rp)] = decode.pack_f16x2(y0, y1)
+        x = [self.warp_sum(red, mat, tok, 2 * rp + j) for mat in range(2) for j in range(2)]  # (B1, B2) x rows
+        return decode.pack_f16x2(silu_mul(x[0] * scale, x[2] * scale), silu_mul(x[1] * scale, x[3] * scale))
 
 
 # ---------------------------------------------------------------------- host helpers

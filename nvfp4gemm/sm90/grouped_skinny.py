@@ -75,20 +75,17 @@ class Sm90GroupedSkinnyKernel(Sm90SkinnyCore):
     @cute.jit
     def epilogue(self, red, c_g, mg, ng, blk, tidx):
         """Per (token, row pair): sum the warps' partial sums, one fp16 pair of C_g."""
-        half = self.rows // 2
-        tasks = self.tokens * half
         # (M_g, N_g / 2) fp16 pairs of this group's C
         mC2 = cute.make_tensor(cute.make_ptr(Int32, c_g, cute.AddressSpace.gmem, assumed_align=16),
                                cute.make_layout((mg, ng // 2), stride=(ng // 2, 1)))
+        self.store_pairs(red, mC2, mg, blk * (self.rows // 2), tidx)
+
+    @cute.jit
+    def pair_value(self, red, tok, rp):
+        """Outputs (tok, rows 2 rp, 2 rp + 1), packed fp16."""
         scale = Float32(decode.ACC_RESCALE)
-        for it in cutlass.range_constexpr((tasks + self.threads - 1) // self.threads):
-            t = tidx + it * self.threads
-            tok = t // half
-            rp = t % half
-            if t < tasks:
-                if tok < mg:
-                    x = [self.warp_sum(red, 0, tok, 2 * rp + j) for j in range(2)]  # rows 2 rp, 2 rp + 1
-                    mC2[(tok, blk * half + rp)] = decode.pack_f16x2(x[0] * scale, x[1] * scale)
+        x = [self.warp_sum(red, 0, tok, 2 * rp + j) for j in range(2)]
+        return decode.pack_f16x2(x[0] * scale, x[1] * scale)
 
 
 # ---------------------------------------------------------------------- host helpers

@@ -243,6 +243,21 @@ class Sm90SkinnyCore:
         return x
 
     @cute.jit
+    def store_pairs(self, red, mC2, m, col0, tidx):
+        """The epilogue's task loop, shared by both skinny kernels: per (token, row pair) with
+        token < m, one fp16 pair of C (`pair_value`, the kernel's own) at mC2[(token, col0 +
+        pair)] ((M, N / 2) int32 view; consecutive threads: consecutive columns)."""
+        half = self.rows // 2
+        tasks = self.tokens * half
+        for it in cutlass.range_constexpr((tasks + self.threads - 1) // self.threads):
+            t = tidx + it * self.threads
+            tok = t // half
+            rp = t % half
+            if t < tasks:
+                if tok < m:
+                    mC2[(tok, col0 + rp)] = self.pair_value(red, tok, rp)
+
+    @cute.jit
     def stash_partials(self, acc, red, warp, lane):
         """This warp's sums -> red[(warp, B, token, row)], then a CTA barrier; the epilogue
         sums red over the warps."""
