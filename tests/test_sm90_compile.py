@@ -516,3 +516,30 @@ def test_wgmma_decode_scales_and_b_task_are_exact():
                     got = f16((word >> 16 * (v % 2)) & 0xFFFF)
                     want = E2M1_VALUES[codes[code]] * s * 2.0**-6
                     assert got == want, (pair_major, trial, c, v, got, want)
+
+
+@pytest.mark.parametrize("n_rows, bases, ways", [
+    (128, (0,), 1), (256, (0,), 1), (96, (0, 32, 64, 96), 2), (64, (0, 64), 2), (48, (0, 16), 4)])
+def test_spread_rows_bijective_and_conflict_free(n_rows, bases, ways):
+    """`Sm90Common.spread_rows` (which B row each decode task takes): a bijection of the
+    tile's rows; every quarter-warp's 8 rows have distinct r % 8 (the packed 16-byte loads
+    and the swizzled decoded stores stay conflict-free); and one warp's B scale-word loads
+    (row r's word at 4 (r % 32) + (r % 128) // 32 of the permuted atom, atoms 2 KB apart)
+    hit each bank at most `ways` times: 1 for 128-row multiples, 2 for 96 and 64, and the
+    unchanged 4 for tile N 48 (identity)."""
+    from nvfp4gemm.sm90.common import SF_STAGE_BYTES, Sm90Common
+
+    rows = [Sm90Common.spread_rows(t, n_rows) for t in range(n_rows)]
+    assert sorted(rows) == list(range(n_rows))
+    worst = 0
+    for base in bases:  # the tile's first row inside its 128-row atom
+        for w in range(n_rows // 32):  # 32 consecutive tasks are one warp
+            warp = [base + rows[32 * w + lane] for lane in range(32)]
+            for q in range(0, len(warp), 8):
+                assert len({r % 8 for r in warp[q:q + 8]}) == 8, (base, w, q)
+            addrs = {(r // 128) * SF_STAGE_BYTES + 4 * (4 * (r % 32) + (r % 128) // 32) for r in warp}
+            per_bank = {}
+            for a in addrs:
+                per_bank.setdefault((a // 4) % 32, set()).add(a)
+            worst = max(worst, max(len(v) for v in per_bank.values()))
+    assert worst == ways

@@ -530,6 +530,28 @@ class Sm90Common:
         dst_addr = decode.swizzle128_chunk_addr(dst, row, 2 * q)
         decode.decode_task16(src_addr, sf_word, q * 8, dst_addr)
 
+    @staticmethod
+    def spread_rows(row, n_rows: int):
+        """The B row that decode task `row` (0 .. n_rows - 1; 32 consecutive tasks are one
+        warp) takes, chosen so that one warp's B scale-word loads hit distinct banks.
+
+        In the permuted scale atom row r's word sits at 4 (r % 32) + (r % 128) // 32, so the
+        32 consecutive rows of a warp hit only 8 banks (4-way conflict on every load).  Here
+        quarter-warp k takes 8 consecutive rows (still distinct r % 8: the packed loads and
+        decoded stores stay conflict-free) from 32-row block k: 128 rows -> 1 wavefront; 96
+        (3 blocks) and 64 (2 blocks) -> 2.  A bijection on [0, n_rows); other sizes keep
+        consecutive rows.  Requires the tile's first row inside its atom to be a multiple of
+        32 (tile N 64 / 96 / 128k)."""
+        lo = row & 7
+        k = (row >> 3) & 3  # quarter-warp
+        if n_rows % 128 == 0:  # quarter k -> block k, octet = the warp's index in its 128
+            return (row & ~120) | ((row << 2) & 0x60) | ((row >> 2) & 0x18)
+        if n_rows == 96:  # warp b's quarter k -> block (b + k) % 3, octet k
+            return ((row >> 5) + k) % 3 * 32 + k * 8 + lo
+        if n_rows == 64:  # quarter k -> block k // 2, octet 2 (k % 2) + warp
+            return ((k >> 1) << 5) | ((k & 1) << 4) | (((row >> 5) & 1) << 3) | lo
+        return row
+
     @cute.jit
     def sfb_word(self, sf, sf_row, j: cutlass.Constexpr):
         """The B scale word (4 e4m3 scales of sub-block j) of row `sf_row` of the stage's

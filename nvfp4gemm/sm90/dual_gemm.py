@@ -331,13 +331,14 @@ class Sm90DualGemmKernel(Sm90Common):
         if cutlass.const_expr(tn == 96):
             # 384 row segments would leave one warpgroup with two and the other with one:
             # 768 quarter tasks (one 16-code scale group each) are 3 per thread.  Each warp
-            # gets one (q, operand) and 32 consecutive rows (192 = 6 x 32, 96 = 3 x 32).
+            # gets one (q, operand) and 32 rows (192 = 6 x 32, 96 = 3 x 32), spread over the
+            # 96 by `spread_rows`.
             for i in cutlass.range_constexpr(3):
                 h = ct + nd * i
                 q = h // (2 * tn)
                 rem = h % (2 * tn)
                 which = rem // tn
-                row = rem % tn
+                row = self.spread_rows(rem % tn, tn)
                 self.decode_quarter(b1_src + which * (b2_src - b1_src), sfb1 + which * (sfb2 - sfb1),
                                     b1_dst + which * (b2_dst - b1_dst), row, nb_row0 + row, q, j)
         else:
@@ -361,7 +362,7 @@ class Sm90DualGemmKernel(Sm90Common):
         which = t // (2 * tn)
         rem = t % (2 * tn)
         seg = rem // tn
-        row = rem % tn
+        row = self.spread_rows(rem % tn, tn)
         # B1 or B2 by arithmetic (no divergent branch)
         src = b1_src + which * (b2_src - b1_src)
         sf = sfb1 + which * (sfb2 - sfb1)

@@ -292,9 +292,10 @@ class Sm90GroupedGemmKernel(Sm90Common):
         """B of stage si, sub-block j, into decoded buffer buf (`Sm90Common.mainloop`)."""
         if cutlass.const_expr(self.tile_n == 64):
             # 64 rows x 4 scale groups, one quarter task per consumer thread (warp-uniform
-            # group, 32 consecutive rows per warp)
+            # group; rows spread over the warp by `spread_rows`)
+            row = self.spread_rows(ct % 64, 64)
             self.decode_quarter(b_p + si * self.b_stage_bytes, sfb_p + si * self.sfb_stage_bytes,
-                                b_d + buf * self.b_buf_bytes, ct % 64, nb_row0 + ct % 64, ct // 64, j)
+                                b_d + buf * self.b_buf_bytes, row, nb_row0 + row, ct // 64, j)
         elif cutlass.const_expr(self.tile_n < 64):
             # swap_ab with a narrow MMA N (16 / 32 rows of A for a decode-sized M): 4 x tile_n
             # quarter tasks on the first warps (warp-uniform branch)
@@ -303,7 +304,9 @@ class Sm90GroupedGemmKernel(Sm90Common):
                 self.decode_quarter(b_p + si * self.b_stage_bytes, sfb_p + si * self.sfb_stage_bytes,
                                     b_d + buf * self.b_buf_bytes, ct % tn, nb_row0 + ct % tn, ct // tn, j)
         elif cutlass.const_expr(self.tile_n == 256):
-            # 256 rows x 2 segments, both segments of row ct in one block
+            # 256 rows x 2 segments, both segments of row ct in one block.  Consecutive rows
+            # (4-way conflicted scale loads): with `spread_rows` these consumers spill 52
+            # bytes at 208 registers and ran 3-4% slower (H200, notes/sm90.md exp. 62)
             bs = b_p + si * self.b_stage_bytes
             sfs = sfb_p + si * self.sfb_stage_bytes
             bd = b_d + buf * self.b_buf_bytes
@@ -314,7 +317,7 @@ class Sm90GroupedGemmKernel(Sm90Common):
                 t = ct + 256 * i
                 if t < 2 * self.tile_n:
                     seg_b = t // self.tile_n
-                    row_b = t % self.tile_n
+                    row_b = self.spread_rows(t % self.tile_n, self.tile_n)
                     self.decode_one(b_p + si * self.b_stage_bytes, sfb_p + si * self.sfb_stage_bytes,
                                     b_d + buf * self.b_buf_bytes, row_b, nb_row0 + row_b, seg_b, j)
 
