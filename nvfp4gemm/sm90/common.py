@@ -541,11 +541,11 @@ class Sm90Common:
         decoded stores stay conflict-free) from 32-row block k: 128 rows -> 1 wavefront; 96
         (3 blocks) and 64 (2 blocks) -> 2.  A bijection on [0, n_rows); other sizes keep
         consecutive rows.  Requires the tile's first row inside its atom to be a multiple of
-        32 (tile N 64 / 96 / 128k)."""
-        lo = row & 7
-        k = (row >> 3) & 3  # quarter-warp
+        32 (tile N 64 / 96 / 128k).  (Grouped 128x256 does not use it: exp. 62, its spill.)"""
         if n_rows % 128 == 0:  # quarter k -> block k, octet = the warp's index in its 128
             return (row & ~120) | ((row << 2) & 0x60) | ((row >> 2) & 0x18)
+        lo = row & 7
+        k = (row >> 3) & 3  # quarter-warp
         if n_rows == 96:  # warp b's quarter k -> block (b + k) % 3, octet k
             return ((row >> 5) + k) % 3 * 32 + k * 8 + lo
         if n_rows == 64:  # quarter k -> block k // 2, octet 2 (k % 2) + warp
