@@ -34,11 +34,23 @@ def case_name(problem: str, shape, with_ms: bool = True) -> str:
     return f"g{len(shape)}{ms} N{shape[0][1]} K{shape[0][2]}"
 
 
+# Model-sized prefill shapes (Llama-style MLP: hidden 4096 / 8192, intermediate 14336 /
+# 28672; MoE with 8 experts of 384-640 tokens each).  Far larger than the leaderboard's, so a
+# user can see the compute-bound regime (H200 / H100 figures: MEMORY.md session 16).
+_PREFILL_MS = "512,384,640,512,448,576,512,512"
+PREFILL_CASES = {
+    "dual": "2048x14336x4096; 4096x14336x4096; 4096x28672x8192",
+    "group": f"{_PREFILL_MS}/14336/4096; {_PREFILL_MS}/4096/14336",
+}
+
+
 def cases_for(problem: str, which: str):
     if which == "leaderboard":
         return list(DUAL_BENCHMARKS if problem == "dual" else GROUP_BENCHMARKS)
     if which == "tests":
         return list(DUAL_TESTS if problem == "dual" else GROUP_TESTS)
+    if which == "prefill":
+        return parse_shapes(problem, PREFILL_CASES[problem])
     return parse_shapes(problem, which)
 
 
@@ -110,7 +122,8 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", choices=[*ARCHS, "all"], default="all",
                     help="compile-only: which arch(s) to compile for")
     ap.add_argument("--cases", default="leaderboard",
-                    help="'leaderboard', 'tests', or explicit shapes (dual 'MxNxKxL;...', grouped 'M1,M2/N/K;...')")
+                    help="'leaderboard', 'tests', 'prefill' (model-sized shapes), or explicit shapes "
+                         "(dual 'MxNxKxL;...', grouped 'M1,M2/N/K;...')")
     ap.add_argument("--compile-only", action="store_true")
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--json", default=None, help="write results here")

@@ -9,7 +9,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.bench import case_name, parse_shapes, print_compile_table  # noqa: E402
+from benchmarks.bench import case_name, cases_for, parse_shapes, print_compile_table  # noqa: E402
 
 
 def test_parse_explicit_shapes():
@@ -19,6 +19,21 @@ def test_parse_explicit_shapes():
     assert case_name("group", ((40, 7168, 2048), (76, 7168, 2048)), with_ms=False) == "g2 N7168 K2048"
     assert case_name("dual", (256, 4096, 7168, 1)) == "256x4096x7168"
     assert case_name("dual", (200, 768, 1536, 2)) == "200x768x1536x2"
+
+
+def test_prefill_cases_are_legal_on_both_archs():
+    """`--cases prefill`: the model-sized shapes measured in MEMORY.md session 16, each
+    accepted by both archs' shape rules (so the GPU benchmark and the compile report run)."""
+    from configs import check_shape
+
+    dual, group = cases_for("dual", "prefill"), cases_for("group", "prefill")
+    assert dual == [(2048, 14336, 4096, 1), (4096, 14336, 4096, 1), (4096, 28672, 8192, 1)]
+    assert [len(g) for g in group] == [8, 8] and sum(m for m, _, _ in group[0]) == 4096
+    for arch in ("sm_100a", "sm_90a"):
+        for shape in dual:
+            assert not check_shape("dual", shape, arch), (arch, shape)
+        for shape in group:
+            assert not check_shape("group", shape, arch), (arch, shape)
 
 
 def test_compile_table_format(capsys):
