@@ -30,6 +30,7 @@ PROBLEMS = ("dual", "group")
 SMEM_LIMIT = {"sm_100a": 232448, "sm_90a": 232448}  # 227 KB usable per CTA on both
 TMEM_COLUMNS = 512  # sm_100a: 128 lanes x 512 columns of 32 bit per SM
 SM90_MAX_ACC_REGS = 128  # fp32 accumulator registers per consumer thread we allow
+SM90_A16_STAGES = 8  # fp16 A sub-blocks (tile N x 64) in flight in the mixed-input dual kernel
 SM_COUNT = {"sm_100a": 148, "sm_90a": 132}
 
 
@@ -61,6 +62,10 @@ class KernelConfig:
     # warps per CTA split K
     skinny: bool = False
     k_warps: int = 8
+    # sm_90a dual, mixed-input form (nvfp4gemm/sm90/dual_mixed.py): a pre-pass decodes A
+    # once to fp16, the main kernel TMA-loads it as the wgmma shared-memory operand and
+    # decodes B1 / B2 straight into wgmma registers (C^T tiles: swap_ab, tile (256, 128))
+    a_prepass: bool = False
 
     @property
     def gemms(self) -> int:
@@ -77,6 +82,8 @@ class KernelConfig:
         s = f"{m}x{n} cg{self.cta_group} cl{self.cluster_mn[0]}x{self.cluster_mn[1]} ab{self.ab_stages} acc{self.acc_stages}"
         if self.skinny:
             return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}"
+        if self.a_prepass:
+            return f"mixed {m}x{n} ab{self.ab_stages} a16x{SM90_A16_STAGES}"
         if self.swap_ab:
             s += " swapAB"
         if self.arch == "sm_90a":
@@ -139,6 +146,9 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
     sub-blocks of every B (the wgmma reads B from shared memory; A is decoded into its
     registers, rs_a), plus the C staging buffers."""
     tm, tn = cfg.mma_tile_mn
+    if cfg.a_prepass:  # packed B1 + B2 rows (tm) and their 2 scale atoms per stage; fp16 A ring
+        return cfg.ab_stages * (tm * (K_BLOCK // 2) + 2 * 128 * (K_BLOCK // SF_VEC)) \
+            + SM90_A16_STAGES * tn * 64 * 2 + 1024
     if cfg.skinny:  # per warp: ab_stages cp.async stages + its fp32 partial sums (skinny.py)
         lane_rows = cfg.gemms * tm // 8 + tn // 8  # rows of every B and of A a lane loads per chunk
         return cfg.k_warps * (cfg.ab_stages * lane_rows * 32 * 20 + cfg.gemms * tn * tm * 4)
@@ -196,8 +206,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
             errs.append(f"cluster M {cfg.cluster_mn[0]} must be a multiple of cta_group {cfg.cta_group}")
         if cfg.cluster_mn[0] * cfg.cluster_mn[1] > 16:
             errs.append("cluster larger than 16 CTAs")
-        if cfg.split_k or cfg.skinny:
-            errs.append("split_k and skinny are sm_90a options")
+        if cfg.split_k or cfg.skinny or cfg.a_prepass:
+            errs.append("split_k, skinny and a_prepass are sm_90a options")
         used = sm100_tmem_columns(cfg)
         if used * cfg.occupancy > TMEM_COLUMNS:
             errs.append(f"TMEM: {used} columns x occupancy {cfg.occupancy} > {TMEM_COLUMNS}")
@@ -211,6 +221,10 @@ def check_config(cfg: KernelConfig) -> list[str]:
         if cfg.swap_ab or cfg.split_k or cfg.cluster_mn != (1, 1):
             errs.append("skinny takes no swap_ab, split_k or cluster")
     else:
+        if cfg.a_prepass and (cfg.problem != "dual" or (tm, tn) != (256, 128) or not cfg.swap_ab
+                              or cfg.ab_stages != 2 or cfg.split_k or cfg.cluster_mn != (1, 1)):
+            errs.append("a_prepass (mixed-input dual kernel) needs problem dual, tile (256, 128), swap_ab, "
+                        "ab_stages 2, no split_k or cluster")
         if cfg.cta_group != 1:
             errs.append("sm_90a has no 2-CTA MMA: cta_group must be 1")
         if not cfg.rs_a or cfg.dec_stages not in (2, 3):
@@ -467,6 +481,22 @@ def sm90_dual_swap_ab(shape, tn: int | None = None) -> KernelConfig:
     return _sm90_split(cfg, dual_tiles(cfg, shape), shape[2] // K_BLOCK)
 
 
+# The mixed-input dual kernel when its 128 x 128 C tiles fill at least this much of a wave
+# (H200, 2026-11-21, notes/sm90.md exp. 65, pre-pass + main kernel vs the 128 x 128 rule:
+# 512x4096x7168, 128 tiles, 0.91; 2048x14336x4096, 1792 tiles, 0.83; slower with 96 tiles
+# (512x3072x7168, 1.08 vs the 128x96 tiles) and 64 (256x4096x7168, 1.8)).
+MIXED_MIN_WAVE = 0.9
+
+
+def sm90_dual_mixed() -> KernelConfig:
+    """sm_90a dual GEMM in the mixed-input form (nvfp4gemm/sm90/dual_mixed.py): A decoded
+    once to fp16 by a pre-pass, B1 / B2 decoded into wgmma registers, no decoded tile ever
+    stored by a thread.  Tile: 128 rows of B1 on the same rows of B2 (256-row register
+    operand) x 128 rows of A; 2 packed-B stages + 8 fp16 A sub-blocks (205 KB)."""
+    return KernelConfig("dual", "sm_90a", (256, 128), mma_warpgroups=2, epi_tile_mn=(128, 32),
+                        rs_a=True, swap_ab=True, a_prepass=True, ab_stages=2)
+
+
 SKINNY_MAX_M = 16  # dual M / grouped max M_g up to this: the mma.sync kernels on sm_90a (skinny.py)
 
 
@@ -560,6 +590,9 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
             if sw.mma_tile_mn[1] < 64 or \
                     k // K_BLOCK >= 4 * split_plan(dual_tiles(sw, shape), SM_COUNT[arch], k // K_BLOCK)[2]:
                 return sw
+        mixed = sm90_dual_mixed()
+        if n % 128 == 0 and l == 1 and dual_tiles(mixed, shape) >= MIXED_MIN_WAVE * SM_COUNT[arch]:
+            return mixed
         return sm90_dual_tile_rule(shape)
     # grouped: decode-sized M_g (MoE decode) on the mma.sync kernel (faster than the swap_ab
     # kernel on 12 of 13 shapes timed, a tie on M_g 1..16 N 7168 K 2048; notes/sm90.md

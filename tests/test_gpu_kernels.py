@@ -340,8 +340,9 @@ def test_decoded_buffers_2_and_3_agree(problem, tile, split, shape):
     from dataclasses import replace
 
     if problem == "dual":
-        base = replace(configs.default_config("dual", "sm_90a", shape), mma_tile_mn=tile,
-                       split_k=split, cluster_mn=(1, 1))
+        # (the dual kernel's own rule: the mixed-input kernel, which the default rule picks for
+        # the first shape, has no decoded buffers)
+        base = replace(configs.sm90_dual_tile_rule(shape), mma_tile_mn=tile, split_k=split, cluster_mn=(1, 1))
         data = R.generate_input(*shape, 14, device="cuda", poison_padding=True)
     else:
         base = _sm90_group_cfg(tile, split_k=split)
@@ -355,3 +356,22 @@ def test_decoded_buffers_2_and_3_agree(problem, tile, split, shape):
         outs.append([data[-1].clone()] if problem == "dual" else [c.clone() for _, _, c in data[0]])
     for c2, c3 in zip(*outs):
         assert torch.equal(c2, c3), "dec_stages 2 and 3 differ"
+
+
+@_sm90_only
+@pytest.mark.parametrize("shape", [
+    (1, 384, 256, 1),  # one A row: 127 of the tile's 128 A16 rows are TMA zero-fill, one k-block
+    (100, 256, 512, 1),  # a single tile
+    (300, 4096, 2048, 1),  # ragged last row of tiles (44 real rows), 96 tiles on 132 SMs
+    (640, 1024, 1536, 1),  # 40 tiles, a CTA's 2 k-block ring wraps 6 times per tile
+    (1100, 4096, 512, 1),  # 288 tiles: CTAs run 2-3 tiles each (persistent, ring state carried)
+], ids=str)
+def test_dual_mixed_explicit(shape):
+    """The mixed-input dual kernel (A pre-pass to fp16 + PDL, B1 / B2 in wgmma registers) on
+    shapes the rule gives to other kernels: ragged M, one to several tiles per CTA; poisoned
+    C and scale padding (the pre-pass decodes only rows < M; TMA zero-fills the A16 rows
+    past M), twice so the cached A16 workspace is reused."""
+    data = R.generate_input(*shape, 21, device="cuda", poison_padding=True)
+    cfg = configs.sm90_dual_mixed()
+    for _ in range(2):
+        _run_config(data, "dual", cfg, shape)

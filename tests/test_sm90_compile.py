@@ -70,7 +70,12 @@ def test_compiles_f16_wgmma_no_spills(problem, cfg, shape, tmp_path):
     assert "e2m1" not in ptx, "e2m1 conversion instruction in sm_90a PTX"
     if cfg.rs_a:  # A from registers: wgmma's A operand is a {4 x b32} register list
         assert re.search(r"wgmma\.mma_async[^;]*\}, \{%r", ptx), "rs_a but no register-A wgmma"
-    assert "fence.proxy.async.shared::cta" in ptx, "decoded tiles need a proxy fence before wgmma"
+    if cfg.a_prepass:  # mixed-input dual: nothing decoded is stored; A16 comes from a pre-pass
+        assert re.findall(r"griddepcontrol\.\w+", ptx) == ["griddepcontrol.launch_dependents",
+                                                          "griddepcontrol.wait"], "pre-pass / PDL handshake"
+        assert "st.shared" not in ptx, "the mixed-input kernel stores no decoded tile"
+    else:
+        assert "fence.proxy.async.shared::cta" in ptx, "decoded tiles need a proxy fence before wgmma"
     assert ck.spill_bytes == 0, f"{ck.spill_bytes} bytes of spills"
     assert ck.stack_bytes == 0, f"{ck.stack_bytes} bytes of stack frame"
     # C7513: ptxas serializes every wgmma (waits after each) when non-wgmma instructions
@@ -516,6 +521,35 @@ def test_wgmma_decode_scales_and_b_task_are_exact():
                     got = f16((word >> 16 * (v % 2)) & 0xFFFF)
                     want = E2M1_VALUES[codes[code]] * s * 2.0**-6
                     assert got == want, (pair_major, trial, c, v, got, want)
+
+
+def test_prepass_routing_is_the_pair_major_b_task():
+    """The mixed-input dual kernel's A pre-pass (dual_mixed.PREPASS_CHUNKS / _WORD_SCALE over
+    `decode_word`) writes a 32-code half row exactly as the pair-major B task
+    (`_decode_b_ptx(4, pair_major=True)`) stores it into shared memory, so A16 pairs with the
+    register operand of `Sm90Common.decode_a` as the stored B tiles do (both PTX texts
+    interpreted on random words and scales)."""
+    import numpy as np
+    import torch
+    from nvfp4gemm.sm90 import decode
+    from nvfp4gemm.sm90.dual_mixed import PREPASS_CHUNKS, PREPASS_WORD_SCALE
+
+    e4m3 = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).float()
+    finite = [b for b in range(256) if e4m3[b].item() == e4m3[b].item()]
+    rng = np.random.default_rng(11)
+    task, word_ptx = decode._decode_b_ptx(4, pair_major=True), decode.decode_word_ptx()
+    f16x2 = lambda b: (b << 16) | b  # noqa: E731
+    for trial in range(100):
+        words = [int(x) for x in rng.integers(0, 2**32, 4)]
+        sbytes = [int(x) for x in rng.choice(finite, 2)]
+        regs = _run_ptx(task, {"$0": 0x100, "$1": sbytes[0] | sbytes[1] << 8, "$2": 0, "$3": 0x400,
+                               "mem": {0x100 + 4 * i: w for i, w in enumerate(words)}})
+        scales = [f16x2(int(np.array([e4m3[b].item()], dtype=np.float16).view(np.uint16)[0])) for b in sbytes]
+        dec = [_run_ptx(word_ptx, {"$4": words[v], "$5": scales[PREPASS_WORD_SCALE[v]]}) for v in range(4)]
+        for c in range(4):
+            want = [regs["mem"][(0x400 ^ (16 * c)) + 4 * i] for i in range(4)]
+            got = [dec[v][f"${r}"] for v, r in PREPASS_CHUNKS[c]]
+            assert got == want, (trial, c)
 
 
 @pytest.mark.parametrize("n_rows, bases, ways", [

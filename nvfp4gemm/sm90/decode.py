@@ -510,3 +510,28 @@ def cp_async_4(dst_smem: Int32, src_gmem: cutlass.Int64, *, loc=None, ip=None) -
     _asm(None, [Int32(dst_smem).ir_value(loc=loc, ip=ip), cutlass.Int64(src_gmem).ir_value(loc=loc, ip=ip)],
          "cp.async.ca.shared.global [$0], [$1], 4;", "r,l", True, loc=loc, ip=ip)
 
+
+
+# ------------------------------------------------------------- A pre-pass (dual_mixed.py)
+
+
+@dsl_user_op
+def ld_global_nc_v4_u32(addr: cutlass.Int64, *, loc=None, ip=None):
+    """16 bytes of read-only global memory as 4 words (ld.global.nc.v4.b32)."""
+    res = _asm(llvm.StructType.get_literal([T.i32()] * 4), [cutlass.Int64(addr).ir_value(loc=loc, ip=ip)],
+               "ld.global.nc.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l", False, loc=loc, ip=ip)
+    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+
+
+@dsl_user_op
+def ld_global_nc_u32(addr: cutlass.Int64, *, loc=None, ip=None) -> Int32:
+    """One word of read-only global memory (ld.global.nc.b32)."""
+    return Int32(_asm(T.i32(), [cutlass.Int64(addr).ir_value(loc=loc, ip=ip)],
+                      "ld.global.nc.b32 $0, [$1];", "=r,l", False, loc=loc, ip=ip))
+
+
+@dsl_user_op
+def st_global_v4_u32(addr: cutlass.Int64, a, b, c, d, *, loc=None, ip=None) -> None:
+    """16 bytes to global memory (st.global.v4.b32)."""
+    _asm(None, [cutlass.Int64(addr).ir_value(loc=loc, ip=ip)] + [Int32(x).ir_value(loc=loc, ip=ip) for x in (a, b, c, d)],
+         "st.global.v4.b32 [$0], {$1, $2, $3, $4};", "l,r,r,r,r", True, loc=loc, ip=ip)
