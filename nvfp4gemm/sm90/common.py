@@ -30,6 +30,7 @@ from cutlass import Int32, Int64
 from cutlass.cute.nvgpu import warpgroup
 
 from configs import K_BLOCK, KernelConfig, check_shape, sm90_acc_registers, sm90_sfb_atoms, sm90_smem_bytes
+from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.sm90 import decode
 
 SUB_K = 64  # codes per decoded sub-block (one 128-byte fp16 row, one wgmma k-tile of 4 x 16)
@@ -563,6 +564,46 @@ class Sm90Common:
                                      + (j * 128 + (sf_row % 32) * 4 + (sf_row % 128) // 32) * 4)
         return w
 
+    # ------------------------------------------------------------------ swap_ab epilogue
+    @cute.jit
+    def store_c_t(self, acc, tCcC, c_g, n0, m0, mg, ng, ct):
+        """swap_ab: the accumulator is a (tile_m over N_g, tile_n over M_g) tile of C^T;
+        element (r, c) goes to C[m0 + c, n0 + r]; columns (rows of C) >= M_g are skipped.
+
+        A thread's pair (r, c), (r, c + 1) lands in two rows of C, but lane + 4 holds
+        (r + 1, c), (r + 1, c + 1): each thread packs its pair (f16x2), swaps it with that
+        partner (one shuffle) and keeps one row of both -- even lane groups row c, odd ones
+        row c + 1 -- so every store is one 32-bit pair C[row, n0 + r_even .. + 1]."""
+        scale = cutlass.Float32(decode.ACC_RESCALE)
+        n0 = self.c_t_n0(n0)
+        # (M_g, N_g / 2) fp16 pairs of this group's C
+        mC2 = cute.make_tensor(cute.make_ptr(cutlass.Int32, c_g, cute.AddressSpace.gmem, assumed_align=16),
+                               cute.make_layout((mg, ng // 2), stride=(ng // 2, 1)))
+        pairs = self.c_t_pairs(acc, tCcC)
+        odd = (ct // 4) % 2  # row r of this thread's values is odd
+        # even: (own r, partner r + 1) of column c; odd: (partner r - 1, own r) of column c + 1
+        sel = 0x5410 + odd * (0x3276 - 0x5410)
+        for i in cutlass.range_constexpr(pairs):
+            r, c = tCcC[2 * i]
+            p = self.c_t_pair(acc, i, scale)
+            q = cute.arch.shuffle_sync_bfly(p, 4)
+            row = m0 + c + odd
+            if row < mg:
+                mC2[(row, (n0 + r - odd) // 2)] = decode.prmt(p, q, sel)
+
+    # store_c_t hooks (the dual kernels' fused SiLU epilogue overrides them: DualSiluPairs)
+    def c_t_n0(self, n0):
+        """Column of C of the tile's accumulator row 0."""
+        return n0
+
+    def c_t_pairs(self, acc, tCcC) -> int:
+        """Value pairs (r, c), (r, c + 1) of this thread to store."""
+        return cute.size(acc) // 2
+
+    def c_t_pair(self, acc, i, scale):
+        """Pair i as packed fp16x2."""
+        return decode.pack_f16x2(acc[2 * i] * scale, acc[2 * i + 1] * scale)
+
     # ------------------------------------------------------------------ epilogue plumbing
     def make_epilogue(self, tiled_mma, st, ct):
         e = _Epi()
@@ -583,3 +624,21 @@ class Sm90Common:
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_mma_threads),
         )
         return e
+
+
+class DualSiluPairs:
+    """`Sm90Common.store_c_t` hooks for the dual kernels with C^T tiles (dual_swap.py,
+    dual_mixed.py): accumulator rows r < 128 hold x1 of column n0 + r of C and the same
+    thread's rep-1 value (row r + 128) its x2, so each stored pair is silu(x1) * x2."""
+
+    def c_t_pairs(self, acc, tCcC) -> int:
+        # value i of rep 0 and value i + half of rep 1 are the same (r, c) 128 rows apart
+        want = f"((2,2,{self.tile_n // 8}),2,1):((1@1,8@0,8@1),128@0,0)"
+        assert str(tCcC.layout) == want, tCcC.layout
+        return cute.size(acc) // 4
+
+    def c_t_pair(self, acc, i, scale):
+        half = cute.size(acc) // 2
+        y0 = silu_mul(acc[2 * i] * scale, acc[half + 2 * i] * scale)
+        y1 = silu_mul(acc[2 * i + 1] * scale, acc[half + 2 * i + 1] * scale)
+        return decode.pack_f16x2(y0, y1)

@@ -47,12 +47,10 @@ from cutlass.cute.nvgpu import warpgroup
 import configs
 from configs import K_BLOCK, SM90_A16_STAGES, KernelConfig, check_shape, dual_tiles, sm90_smem_bytes
 from nvfp4gemm import scheduler
-from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.sm90 import decode
-from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, Sm90Common, sm_count
+from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, DualSiluPairs, Sm90Common, sm_count
 
 N_PER_TILE = 128  # columns of C per tile: 128 rows of B1 + the same rows of B2
-A16_STAGES = SM90_A16_STAGES  # A16 sub-blocks in flight (two k-blocks)
 PREPASS_THREADS = 256
 # Pre-pass routing of one 32-code half row (4 words, `decode.decode_word` each): 16-byte
 # chunk c of the half holds fp16 pair PREPASS_CHUNKS[c][i] = (word, output) for i = 0..3,
@@ -62,12 +60,12 @@ PREPASS_CHUNKS = tuple(tuple((v, c) for v in range(4)) for c in range(4))
 PREPASS_WORD_SCALE = (0, 0, 1, 1)
 
 
-class Sm90DualMixedKernel(Sm90Common):
+class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
     num_gemms = 1  # B1 stacked on B2 is one 256-row register operand
 
     def __init__(self, config: KernelConfig):
         super().__init__(config)
-        self.a16_stages = A16_STAGES
+        self.a16_stages = SM90_A16_STAGES  # A16 sub-blocks in flight (two k-blocks)
         # bytes of one A16 sub-block stage: tile_n rows x 64 fp16
         self.a16_stage_bytes = self.tile_n * SUB_K * 2
 
@@ -166,9 +164,7 @@ class Sm90DualMixedKernel(Sm90Common):
         mSFB1 = cute.make_tensor(sfb1_ptr, cute.make_layout((128, rm_b * (k // SUB_K)), stride=(1, 128)))
         mSFB2 = cute.make_tensor(sfb2_ptr, cute.make_layout((128, rm_b * (k // SUB_K)), stride=(1, 128)))
 
-        self.tiled_mma = self._tiled_mma()
-        self._make_layouts()
-        self._make_storage()
+        self._setup()  # tiled MMA (64 x 128, A from registers), this kernel's layouts and storage
         tma_a16, tA16 = cute.nvgpu.cpasync.make_tiled_tma_atom(
             cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), mA16,
             cute.slice_(self.a16_layout, (None, None, 0)), (self.tile_n, SUB_K))
@@ -215,14 +211,6 @@ class Sm90DualMixedKernel(Sm90Common):
             dst = a16_ptr.toint() + (Int64(row) * k + SUB_K * j + 32 * h) * 2
             for c in cutlass.range_constexpr(4):
                 decode.st_global_v4_u32(dst + 16 * c, *[d[v][r] for v, r in PREPASS_CHUNKS[c]])
-
-    def _tiled_mma(self):
-        import cutlass.utils.hopper_helpers as sm90_utils
-
-        return sm90_utils.make_trivial_tiled_mma(
-            cutlass.Float16, cutlass.Float16, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K,
-            cutlass.Float32, (self.num_mma_wg, 1, 1), tiler_mn=(64, self.tile_n),
-            a_source=warpgroup.OperandSource.RMEM)
 
     @cute.kernel
     def kernel(self, tma_a16: cute.CopyAtom, mA16: cute.Tensor, tma_b1: cute.CopyAtom, mB1: cute.Tensor,
@@ -327,7 +315,7 @@ class Sm90DualMixedKernel(Sm90Common):
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
             bread, aread, afree = self.mainloop_mixed(b_pipe, a_pipe, bread, aread, afree, k_blocks, tiled_mma,
                                                       acc, ra, tCrB, b_p, sf_p)
-            self.store_c_t(acc, tCcC, c_ptr, nb * N_PER_TILE, mb * self.tile_n, m, n, ct)
+            self.store_c_t(acc, tCcC, c_ptr.toint(), nb * N_PER_TILE, mb * self.tile_n, m, n, ct)
             tile += cute.arch.grid_dim()[0]
 
     @cute.jit
@@ -369,32 +357,6 @@ class Sm90DualMixedKernel(Sm90Common):
             self.release_a16(a_pipe, afree)
             afree.advance()
         return bread, aread, afree
-
-    @cute.jit
-    def store_c_t(self, acc, tCcC, c_ptr, n0, m0, m, n, ct):
-        """Element (r, c) of the transposed tile is C[m0 + c, n0 + r] = silu(x1) * x2 with
-        x1 = acc(r, c), x2 = acc(r + 128, c) (the same thread's rep 1 value).  A thread's
-        pair (r, c), (r, c + 1) lands in two rows of C and lane + 4 holds (r + 1, c), (r + 1,
-        c + 1): each thread packs its pair, swaps it with that partner (one shuffle) and
-        keeps one row of both, so every store is one 32-bit pair C[row, n0 + r_even ..+1]."""
-        want = f"((2,2,{self.tile_n // 8}),2,1):((1@1,8@0,8@1),128@0,0)"
-        assert str(tCcC.layout) == want, tCcC.layout
-        scale = cutlass.Float32(decode.ACC_RESCALE)
-        # (M, N / 2) fp16 pairs of C
-        mC2 = cute.make_tensor(cute.recast_ptr(c_ptr, dtype=cutlass.Int32),
-                               cute.make_layout((m, n // 2), stride=(n // 2, 1)))
-        half = cute.size(acc) // 2
-        odd = (ct // 4) % 2
-        sel = 0x5410 + odd * (0x3276 - 0x5410)
-        for i in cutlass.range_constexpr(cute.size(acc) // 4):
-            r, c = tCcC[2 * i]
-            y0 = silu_mul(acc[2 * i] * scale, acc[half + 2 * i] * scale)
-            y1 = silu_mul(acc[2 * i + 1] * scale, acc[half + 2 * i + 1] * scale)
-            p = decode.pack_f16x2(y0, y1)
-            q = cute.arch.shuffle_sync_bfly(p, 4)
-            row = m0 + c + odd
-            if row < m:
-                mC2[(row, (n0 + r - odd) // 2)] = decode.prmt(p, q, sel)
 
 
 # ---------------------------------------------------------------------- host helpers

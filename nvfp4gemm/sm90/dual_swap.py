@@ -26,18 +26,15 @@ any M >= 1; config tile 256 x (16, 32 or 64), swap_ab, 2 consumer warpgroups, no
 from __future__ import annotations
 
 import cutlass
-import cutlass.cute as cute
 
 from configs import K_BLOCK, KernelConfig, dual_tiles
-from nvfp4gemm.epilogue import silu_mul
-from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90 import grouped_gemm as grouped
-from nvfp4gemm.sm90.common import Sm90Common
+from nvfp4gemm.sm90.common import DualSiluPairs, Sm90Common
 
 N_PER_TILE = 128  # columns of C per tile: 128 rows of B1 + the same 128 rows of B2
 
 
-class Sm90DualSwapKernel(grouped.Sm90GroupedGemmKernel):
+class Sm90DualSwapKernel(DualSiluPairs, grouped.Sm90GroupedGemmKernel):
     def __init__(self, config: KernelConfig):
         if config.problem != "dual" or not config.swap_ab:
             raise ValueError("Sm90DualSwapKernel needs a dual config with swap_ab")
@@ -58,24 +55,10 @@ class Sm90DualSwapKernel(grouped.Sm90GroupedGemmKernel):
         return ([(ra_g, r0), (meta[(1, 1)], r0 - N_PER_TILE)],
                 [(sfa_g, atom), (meta[(1, 4)], atom)])
 
-    # The grouped store_c_t writes the transposed tile; these hooks make it silu(x1) * x2:
-    # accumulator element (r, c), r < 128, is x1 of C[m0 + c, n_base + r] and element
-    # (r + 128, c) (the same thread's rep 1 value) its x2; n_base = mb * 128 = n0 / 2 (the
-    # caller passes mb * tile_m).
+    # Sm90Common.store_c_t writes the transposed tile, DualSiluPairs makes it silu(x1) * x2;
+    # the tile's first column of C is n_base = mb * 128 = n0 / 2 (the caller passes mb * tile_m).
     def c_t_n0(self, n0):
         return n0 // 2
-
-    def c_t_pairs(self, acc, tCcC) -> int:
-        # value i of rep 0 and value i + half of rep 1 are the same (r, c) 128 rows apart
-        want = f"((2,2,{self.tile_n // 8}),2,1):((1@1,8@0,8@1),128@0,0)"
-        assert str(tCcC.layout) == want, tCcC.layout
-        return cute.size(acc) // 4
-
-    def c_t_pair(self, acc, i, scale):
-        half = cute.size(acc) // 2
-        y0 = silu_mul(acc[2 * i] * scale, acc[half + 2 * i] * scale)
-        y1 = silu_mul(acc[2 * i + 1] * scale, acc[half + 2 * i + 1] * scale)
-        return decode.pack_f16x2(y0, y1)
 
 
 # ---------------------------------------------------------------------- host helpers

@@ -377,44 +377,6 @@ class Sm90GroupedGemmKernel(Sm90Common):
         # the next tile's decode overwrites the staging area
         self.epi_barrier.arrive_and_wait()
 
-    @cute.jit
-    def store_c_t(self, acc, tCcC, c_g, n0, m0, mg, ng, ct):
-        """swap_ab: the accumulator is a (tile_m over N_g, tile_n over M_g) tile of C^T;
-        element (r, c) goes to C[m0 + c, n0 + r]; columns (rows of C) >= M_g are skipped.
-
-        A thread's pair (r, c), (r, c + 1) lands in two rows of C, but lane + 4 holds
-        (r + 1, c), (r + 1, c + 1): each thread packs its pair (f16x2), swaps it with that
-        partner (one shuffle) and keeps one row of both -- even lane groups row c, odd ones
-        row c + 1 -- so every store is one 32-bit pair C[row, n0 + r_even .. + 1]."""
-        scale = cutlass.Float32(decode.ACC_RESCALE)
-        n0 = self.c_t_n0(n0)
-        # (M_g, N_g / 2) fp16 pairs of this group's C
-        mC2 = cute.make_tensor(cute.make_ptr(cutlass.Int32, c_g, cute.AddressSpace.gmem, assumed_align=16),
-                               cute.make_layout((mg, ng // 2), stride=(ng // 2, 1)))
-        pairs = self.c_t_pairs(acc, tCcC)
-        odd = (ct // 4) % 2  # row r of this thread's values is odd
-        # even: (own r, partner r + 1) of column c; odd: (partner r - 1, own r) of column c + 1
-        sel = 0x5410 + odd * (0x3276 - 0x5410)
-        for i in cutlass.range_constexpr(pairs):
-            r, c = tCcC[2 * i]
-            p = self.c_t_pair(acc, i, scale)
-            q = cute.arch.shuffle_sync_bfly(p, 4)
-            row = m0 + c + odd
-            if row < mg:
-                mC2[(row, (n0 + r - odd) // 2)] = decode.prmt(p, q, sel)
-
-    # store_c_t hooks (the dual swap kernel's fused SiLU epilogue overrides them)
-    def c_t_n0(self, n0):
-        """Column of C of the tile's accumulator row 0."""
-        return n0
-
-    def c_t_pairs(self, acc, tCcC) -> int:
-        """Value pairs (r, c), (r, c + 1) of this thread to store."""
-        return cute.size(acc) // 2
-
-    def c_t_pair(self, acc, i, scale):
-        """Pair i as packed fp16x2."""
-        return decode.pack_f16x2(acc[2 * i] * scale, acc[2 * i + 1] * scale)
 
 # ---------------------------------------------------------------------- host helpers
 
