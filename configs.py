@@ -83,7 +83,7 @@ class KernelConfig:
         if self.skinny:
             return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}"
         if self.a_prepass:
-            return f"mixed {m}x{n} ab{self.ab_stages} a16x{SM90_A16_STAGES}"
+            return f"mixed {m}x{n} ab{self.ab_stages} a16x{SM90_A16_STAGES}" + (" streamK" if self.split_k else "")
         if self.swap_ab:
             s += " swapAB"
         if self.arch == "sm_90a":
@@ -222,9 +222,9 @@ def check_config(cfg: KernelConfig) -> list[str]:
             errs.append("skinny takes no swap_ab, split_k or cluster")
     else:
         if cfg.a_prepass and (cfg.problem != "dual" or (tm, tn) != (256, 128) or not cfg.swap_ab
-                              or cfg.ab_stages != 2 or cfg.split_k or cfg.cluster_mn != (1, 1)):
+                              or cfg.ab_stages != 2 or cfg.cluster_mn != (1, 1)):
             errs.append("a_prepass (mixed-input dual kernel) needs problem dual, tile (256, 128), swap_ab, "
-                        "ab_stages 2, no split_k or cluster")
+                        "ab_stages 2, no cluster")
         if cfg.cta_group != 1:
             errs.append("sm_90a has no 2-CTA MMA: cta_group must be 1")
         if not cfg.rs_a or cfg.dec_stages not in (2, 3):
@@ -361,6 +361,40 @@ def split_units(total: int, full_tiles: int, splits: int) -> int:
     return full_tiles + (total - full_tiles) * splits
 
 
+# Cost of one extra stream-K segment of a tile, in k-blocks of the mixed-input kernel's
+# 256 x 128 tile (~2.6 us each on an H200): the writer's 128 KB fp32 partial, its fence and
+# flag, and the finisher's read measured 5.6-5.9 us per partial (notes/sm90.md exp. 66).
+STREAM_K_SEGMENT_KB = 2.0
+
+
+def stream_k_plan(tiles: int, k_blocks: int, sms: int) -> tuple[int, int]:
+    """(ctas, dp_tiles) of a stream-K schedule (the mixed-input dual kernel, scheduler.py):
+    the first dp_tiles tiles run whole, strided over the CTAs, and the k-blocks of the rest
+    are cut into `ctas` equal contiguous ranges.  Plans here are either all whole tiles
+    (dp_tiles == tiles) or, under two waves of tiles, all stream-K (dp_tiles == 0) where
+    that shortens the busiest CTA's k-loop by more than the extra segments cost
+    (STREAM_K_SEGMENT_KB each), with the CTA count that costs least (ranges of at least one
+    k-block; fewer, longer ranges cut a tile into fewer segments).  Whole waves followed by
+    a stream-K tail (which the kernels would run) measured slower on 2048x14336x4096 (H200,
+    exp. 66).  512x4096x7168 (128 tiles x 28 k-blocks on 132 SMs) needs 28 per CTA either
+    way: whole tiles."""
+    whole_plan = (max(1, min(tiles, sms)), tiles)
+    if tiles <= 0 or tiles >= 2 * sms:
+        return whole_plan
+    sk_units = tiles * k_blocks
+    whole = ceil_div(tiles, sms) * k_blocks  # the busiest CTA's k-blocks, whole tiles
+
+    def cost(ctas):
+        shortest = sk_units // ctas
+        return ceil_div(sk_units, ctas) + STREAM_K_SEGMENT_KB * ceil_div(k_blocks, shortest)
+
+    best = min(range(1, min(sms, sk_units) + 1), key=lambda c: (cost(c), -c))
+    if cost(best) >= whole:
+        return whole_plan
+    assert sk_units * best < 2**31, "stream-K unit arithmetic is 32-bit"
+    return best, 0
+
+
 # sm_90a grouped cost model, used only to rank candidate tiles in `default_config`: us per
 # k-block of one tile, us per tile (epilogue and restart: the kernels do not overlap them
 # with the next tile), and us per split unit (partials written and reduced).  Refitted after
@@ -484,17 +518,44 @@ def sm90_dual_swap_ab(shape, tn: int | None = None) -> KernelConfig:
 # The mixed-input dual kernel when its 128 x 128 C tiles fill at least this much of a wave
 # (H200, 2026-11-21, notes/sm90.md exp. 65, pre-pass + main kernel vs the 128 x 128 rule:
 # 512x4096x7168, 128 tiles, 0.91; 2048x14336x4096, 1792 tiles, 0.83; slower with 96 tiles
-# (512x3072x7168, 1.08 vs the 128x96 tiles) and 64 (256x4096x7168, 1.8)).
+# (512x3072x7168, 1.08 vs the 128x96 tiles) and 64 (256x4096x7168, 1.8)) -- or, stream-K
+# scheduled (exp. 66), at least MIXED_SK_MIN_WAVE of a wave with M > MIXED_SK_MIN_M: same
+# run, 512x3072x7168 80.6 vs 83.2 us (the pinned 128x96 tiles), 384x4096x7168 79.1 vs 97.8,
+# 512x3072x5376 66.1 vs 77.9; but with 256 rows 55.6 vs 56.0 (256x4096x7168), 40.5 vs 33.0
+# (256x3072x4096, the 2-CTA pairs), and with 48 tiles (1536x512x7168) 66.0 vs 55.3: a tile
+# cut into 3+ segments pays 2+ partial reductions.  N >= MIXED_MIN_N: the pre-pass writes
+# all of A as fp16, whose cost per MAC grows as N shrinks (4608x384x7168, 108 tiles: 127.6
+# stream-K, 130.1 whole, vs 99.0; but 4096x768x512: 25.4 vs 28.5, same H200, exp. 66).
 MIXED_MIN_WAVE = 0.9
+MIXED_SK_MIN_WAVE = 0.5
+MIXED_SK_MIN_M = 256
+MIXED_MIN_N = 512
 
 
-def sm90_dual_mixed() -> KernelConfig:
+def sm90_dual_mixed(shape=None) -> KernelConfig:
     """sm_90a dual GEMM in the mixed-input form (nvfp4gemm/sm90/dual_mixed.py): A decoded
     once to fp16 by a pre-pass, B1 / B2 decoded into wgmma registers, no decoded tile ever
     stored by a thread.  Tile: 128 rows of B1 on the same rows of B2 (256-row register
-    operand) x 128 rows of A; 2 packed-B stages + 8 fp16 A sub-blocks (205 KB)."""
-    return KernelConfig("dual", "sm_90a", (256, 128), mma_warpgroups=2, epi_tile_mn=(128, 32),
-                        rs_a=True, swap_ab=True, a_prepass=True, ab_stages=2)
+    operand) x 128 rows of A; 2 packed-B stages + 8 fp16 A sub-blocks (205 KB).  With a
+    shape: split_k (stream-K) where `stream_k_plan` splits it on 132 SMs."""
+    cfg = KernelConfig("dual", "sm_90a", (256, 128), mma_warpgroups=2, epi_tile_mn=(128, 32),
+                       rs_a=True, swap_ab=True, a_prepass=True, ab_stages=2)
+    if shape is None:
+        return cfg
+    tiles = dual_tiles(cfg, shape)
+    return replace(cfg, split_k=stream_k_plan(tiles, shape[2] // K_BLOCK, SM_COUNT["sm_90a"])[1] < tiles)
+
+
+def _sm90_mixed_rule(shape) -> KernelConfig | None:
+    """The mixed-input config where the rule above picks it, else None."""
+    m, n, _k, l = shape
+    if n % 128 or l != 1 or m <= 64 or n < MIXED_MIN_N:
+        return None
+    cfg = sm90_dual_mixed(shape)
+    fill = dual_tiles(cfg, shape) / SM_COUNT["sm_90a"]
+    if fill >= MIXED_MIN_WAVE or (cfg.split_k and m > MIXED_SK_MIN_M and fill >= MIXED_SK_MIN_WAVE):
+        return cfg
+    return None
 
 
 SKINNY_MAX_M = 16  # dual M / grouped max M_g up to this: the mma.sync kernels on sm_90a (skinny.py)
@@ -590,10 +651,7 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
             if sw.mma_tile_mn[1] < 64 or \
                     k // K_BLOCK >= 4 * split_plan(dual_tiles(sw, shape), SM_COUNT[arch], k // K_BLOCK)[2]:
                 return sw
-        mixed = sm90_dual_mixed()
-        if n % 128 == 0 and l == 1 and dual_tiles(mixed, shape) >= MIXED_MIN_WAVE * SM_COUNT[arch]:
-            return mixed
-        return sm90_dual_tile_rule(shape)
+        return _sm90_mixed_rule(shape) or sm90_dual_tile_rule(shape)
     # grouped: decode-sized M_g (MoE decode) on the mma.sync kernel (faster than the swap_ab
     # kernel on 12 of 13 shapes timed, a tie on M_g 1..16 N 7168 K 2048; notes/sm90.md
     # experiments 43, 45); otherwise rank the legal tiles
@@ -709,12 +767,9 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     ("sm_90a", "dual", DUAL_BENCHMARKS[2]): _sm90_dual_pairs(_sm90_fill(KernelConfig(
         "dual", "sm_90a", (128, 96), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=3),
         DUAL_BENCHMARKS[2]),
-    # 512x3072: 128x128 gives 96 tiles on 132 SMs (73%); 128x96 (B decoded in 16-code
-    # quarter tasks, 3 per thread) gives 128, one wave.  H200, 2026-11-21, same run: 85.8 us
-    # vs 106.7 us for 128x128 (experiment 15).
-    ("sm_90a", "dual", DUAL_BENCHMARKS[3]): _sm90_dual_pairs(_sm90_fill(KernelConfig(
-        "dual", "sm_90a", (128, 96), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=4),
-        DUAL_BENCHMARKS[3]),
+    # 512x3072: the rule's mixed-input kernel, stream-K (96 tiles x 28 k-blocks in 132
+    # ranges of 20-21): 80.6 us vs 83.2 for the 128x96 tiles pinned here before (128 tiles,
+    # one wave; B in 16-code quarter tasks), H200, 2026-11-21, same run (exp. 66).
     # --- sm_90a grouped: the rule ranks 128x256 / 128x128 / swap 256x64 by `sm90_group_cost`
     # Kernel-only, H200, 2026-11-21, one run (notes/sm90.md, experiment 23), 128x256 /
     # 128x128 / swap: g8 N=4096 K=7168 155.9 / 193.8 / 185.8 us (128x256: one wave + 44

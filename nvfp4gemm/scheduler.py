@@ -145,3 +145,68 @@ def group_and_rank(idx, offsets, num_groups: int):
 # ------------------------------------------------------------------ split-K work plan (host)
 # Pure Python, defined in configs.py (the sm_90a grouped config choice costs plans too).
 from configs import MAX_SPLITS, split_plan, split_units, tail_splits  # noqa: E402,F401
+
+
+# ------------------------------------------------------------------ stream-K (device side)
+# Plan: configs.stream_k_plan (host).  Tiles dp_tiles.. form the stream-K part; its units are
+# (tile, k-block) pairs in tile-major order, sk_units = (tiles - dp_tiles) * k_blocks of them,
+# and CTA c of `ctas` runs the contiguous range [c * sk_units // ctas, (c + 1) * sk_units // ctas).
+# A tile's k-blocks are thus cut into segments of consecutive CTAs ("owners" first..last).
+# Properties the kernels rely on (tests/test_scheduler.py checks them):
+#  * the segment holding a split tile's k-block 0 is its CTA's last segment (the CTA's range
+#    ends inside that tile), so that CTA -- the tile's finisher -- may wait for the others at
+#    the very end of its work without holding anything another CTA waits for;
+#  * every other segment of a split tile is its CTA's first segment, so a CTA writes at most
+#    one partial tile (the workspace is indexed by CTA) and writes it before anything else.
+# Plain functions (Int32 or Python ints): traced inline into kernels and run by the tests.
+
+
+def stream_k_range(cta, ctas, sk_units):
+    """[start, end) of `cta`'s stream-K units."""
+    return (cta * sk_units) // ctas, ((cta + 1) * sk_units) // ctas
+
+
+def stream_k_owners(sk_tile, k_blocks, ctas, sk_units):
+    """(first, last) CTA running a segment of stream-K tile `sk_tile` (counted from
+    dp_tiles): unit u lies in the range of CTA ((u + 1) * ctas - 1) // sk_units."""
+    first = ((sk_tile * k_blocks + 1) * ctas - 1) // sk_units
+    last = ((sk_tile + 1) * k_blocks * ctas - 1) // sk_units
+    return first, last
+
+
+def _flag(b):
+    """A comparison as 0 / 1 (Python bool or DSL Boolean)."""
+    return int(b) if isinstance(b, bool) else cutlass.Int32(b)
+
+
+def stream_k_work(tile_dp, u, end, cta, ctas, dp_tiles, k_blocks, sk_units):
+    """A CTA's next work segment, from its walk state (tile_dp: next whole tile, strided by
+    `ctas`; [u, end): its stream-K units left): (tile, kb0, kb1, s, ns, valid) -- the linear
+    tile, its k-blocks [kb0, kb1), this segment's rank s of the tile's ns segments (ns == 1:
+    a whole tile), and 0 once the walk is over.  Branch-free, so one loop body serves both
+    phases; advance with `stream_k_advance`."""
+    in_dp = _flag(tile_dp < dp_tiles)
+    skt, kb0, kb1 = stream_k_segment(u, end, k_blocks)
+    first, last = stream_k_owners(skt, k_blocks, ctas, sk_units)
+    out = 1 - in_dp
+    tile = dp_tiles + skt + in_dp * (tile_dp - dp_tiles - skt)
+    return (tile, out * kb0, in_dp * k_blocks + out * kb1, out * (cta - first), 1 + out * (last - first),
+            in_dp + out * _flag(u < end))
+
+
+def stream_k_advance(tile_dp, u, dp_tiles, ctas, kb0, kb1):
+    """The walk state after the segment stream_k_work returned."""
+    in_dp = _flag(tile_dp < dp_tiles)
+    return tile_dp + in_dp * ctas, u + (1 - in_dp) * (kb1 - kb0)
+
+
+def stream_k_segment(u, end, k_blocks):
+    """The segment starting at unit u of a range ending at `end`: (stream-K tile, first
+    k-block, one past the last k-block)."""
+    sk_tile = u // k_blocks
+    kb0 = u - sk_tile * k_blocks
+    left = end - u
+    room = k_blocks - kb0
+    if isinstance(left, int) and isinstance(room, int):
+        return sk_tile, kb0, kb0 + min(left, room)
+    return sk_tile, kb0, kb0 + cutlass.min(left, room)

@@ -375,3 +375,29 @@ def test_dual_mixed_explicit(shape):
     cfg = configs.sm90_dual_mixed()
     for _ in range(2):
         _run_config(data, "dual", cfg, shape)
+
+
+@_sm90_only
+@pytest.mark.parametrize("shape", [
+    (256, 4096, 7168, 1),  # 64 tiles on 128 CTAs: every tile 2 segments of 14 k-blocks
+    (1536, 512, 7168, 1),  # 48 tiles in 132 ranges of 10-11 k-blocks: 3-4 segments per tile
+    (300, 4096, 7168, 1),  # ragged last row of tiles (44 real rows), 96 tiles in 132 ranges
+    (200, 128, 7168, 1),  # 2 tiles on a few CTAs, long chains of segments
+    (3072, 1024, 1536, 1),  # 192 tiles (1.45 waves): ranges of 8-9 k-blocks over 6-block tiles
+], ids=str)
+def test_dual_mixed_stream_k(shape):
+    """The mixed-input dual kernel stream-K scheduled (split_k): split tiles reduced through
+    the fp32 workspace by the CTA holding k-block 0.  Poisoned C and scale padding; run
+    twice, so the flags the finishers reset are reused, and left all zero."""
+    from dataclasses import replace
+
+    from nvfp4gemm.sm90 import dual_mixed as dm
+
+    cfg = replace(configs.sm90_dual_mixed(), split_k=True)
+    data = R.generate_input(*shape, 23, device="cuda", poison_padding=True)
+    ctas, dp = dm.stream_k_plan(cfg, shape[0], shape[1], shape[2], data[-1].device)
+    assert dp == 0, "no stream-K on this GPU for this shape"
+    for _ in range(2):
+        _run_config(data, "dual", cfg, shape)
+    _ws, flags = dm.stream_k_workspace(data[-1], ctas)
+    assert int(flags.abs().sum()) == 0, "stream-K flags not reset"

@@ -535,3 +535,21 @@ def st_global_v4_u32(addr: cutlass.Int64, a, b, c, d, *, loc=None, ip=None) -> N
     """16 bytes to global memory (st.global.v4.b32)."""
     _asm(None, [cutlass.Int64(addr).ir_value(loc=loc, ip=ip)] + [Int32(x).ir_value(loc=loc, ip=ip) for x in (a, b, c, d)],
          "st.global.v4.b32 [$0], {$1, $2, $3, $4};", "l,r,r,r,r", True, loc=loc, ip=ip)
+
+
+# ------------------------------------------------- stream-K partials (dual_mixed.py)
+
+
+@dsl_user_op
+def st_global_v4_f32(addr: cutlass.Int64, a, b, c, d, *, loc=None, ip=None) -> None:
+    """4 fp32 to global memory (st.global.v4.f32)."""
+    _asm(None, [cutlass.Int64(addr).ir_value(loc=loc, ip=ip)]
+         + [cutlass.Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b, c, d)],
+         "st.global.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f", True, loc=loc, ip=ip)
+
+
+@dsl_user_op
+def ld_acquire_gpu_u32(addr: cutlass.Int64, *, loc=None, ip=None) -> Int32:
+    """ld.acquire.gpu.global.u32: a flag another CTA releases (volatile: re-read each spin)."""
+    return Int32(_asm(T.i32(), [cutlass.Int64(addr).ir_value(loc=loc, ip=ip)],
+                      "ld.acquire.gpu.global.u32 $0, [$1];", "=r,l", True, loc=loc, ip=ip))

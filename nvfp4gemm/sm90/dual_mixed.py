@@ -13,7 +13,13 @@ thread:
   2. `kernel`, launched right behind it with programmatic dependent launch (it starts while
      the pre-pass drains; only its A16 loads wait, griddepcontrol.wait), one CTA per SM,
      persistent over tiles of 128 columns of C
-     (rows of B1 and the same rows of B2) x 128 rows of A:
+     (rows of B1 and the same rows of B2) x 128 rows of A, stream-K scheduled where that
+     shortens the busiest CTA (configs.stream_k_plan, scheduler.stream_k_*; config.split_k):
+     whole waves of tiles run whole, the k-blocks of the last one to two waves are cut into
+     equal contiguous CTA ranges.  A split tile's segments reduce through an fp32 workspace:
+     every segment but the k-block-0 one is its CTA's first and is written with a release
+     flag; the k-block-0 segment is its CTA's last, and that CTA (the finisher) waits for
+     the flags, adds the partials in segment order (deterministic) and runs the epilogue.
        WG0  producer (warp 0): TMA of one k-block (256 codes) of packed B1 and B2 rows
             (stacked into one 256-row stage) and their scale atoms into a 2-stage ring,
             and of A16 sub-blocks (128 rows x 64 fp16, 128B-swizzled) into an 8-stage ring.
@@ -23,6 +29,8 @@ thread:
             in shared memory.  The two warpgroups never wait for each other in the loop.
        Epilogue: silu(x1) * x2 (shared `epilogue.silu_mul`), the transposed tile written
             with 32-bit element stores (rows of C past M skipped).
+  Stream-K assumes every CTA of the grid is resident at once (one per SM, grid <= SMs),
+  as persistent kernels do: a finisher spins on flags of CTAs that never wait themselves.
 
 H200, 2026-11-21 (notes/sm90.md exp. 65): 512x4096x7168 90.8 us against 99.5 for the
 128x128 kernel and 82.0 for cuBLAS on pre-decoded fp16 operands (before the dependent
@@ -30,7 +38,8 @@ launch); it loses where its 128 x 128 C tiles fill under 90% of a wave (configs.
 
 Constraints (can_implement): configs.check_shape (N % 64, K % 256), N % 128 == 0, L == 1,
 any M >= 1 (TMA zero-fills A16 rows past M, C rows past M are not stored).  Needs an
-M x K fp16 workspace (`a16_workspace`).
+M x K fp16 workspace (`a16_workspace`) and, with split_k, 128 KB of fp32 per CTA plus a
+flag per CTA (`stream_k_workspace`).
 """
 
 from __future__ import annotations
@@ -147,10 +156,13 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         sfb1_ptr: cute.Pointer,
         sfb2_ptr: cute.Pointer,
         c_ptr: cute.Pointer,
+        ws_ptr: cute.Pointer,
+        flags_ptr: cute.Pointer,
         m: Int32,
         n: Int32,
         k: Int32,
         num_ctas: Int32,
+        dp_tiles: Int32,
         stream: cuda.CUstream,
     ):
         kh = k // 2
@@ -180,7 +192,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         # decode) while the pre-pass drains; its producer waits for the pre-pass's writes
         # (griddepcontrol.wait) before the first A16 load
         self.kernel(tma_a16, tA16, tma_b1, tB1, tma_b2, tB2, tma_sfb1, tSFB1, tma_sfb2, tSFB2,
-                    self.tiled_mma, c_ptr, m, n, k).launch(
+                    self.tiled_mma, c_ptr, ws_ptr, flags_ptr, m, n, k, dp_tiles).launch(
             grid=[num_ctas, 1, 1], block=[self.threads_per_cta, 1, 1], min_blocks_per_mp=1, stream=stream,
             use_pdl=True)
 
@@ -216,7 +228,8 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
     def kernel(self, tma_a16: cute.CopyAtom, mA16: cute.Tensor, tma_b1: cute.CopyAtom, mB1: cute.Tensor,
                tma_b2: cute.CopyAtom, mB2: cute.Tensor, tma_sfb1: cute.CopyAtom, mSFB1: cute.Tensor,
                tma_sfb2: cute.CopyAtom, mSFB2: cute.Tensor, tiled_mma: cute.TiledMma,
-               c_ptr: cute.Pointer, m: Int32, n: Int32, k: Int32):
+               c_ptr: cute.Pointer, ws_ptr: cute.Pointer, flags_ptr: cute.Pointer, m: Int32, n: Int32,
+               k: Int32, dp_tiles: Int32):
         self._make_layouts()
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -236,15 +249,42 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
             cute.arch.warpgroup_reg_dealloc(self.load_regs)
             if warp_idx == 0:
                 self.producer(st, b_pipe, a_pipe, tma_a16, mA16, tma_b1, mB1, tma_b2, mB2,
-                              tma_sfb1, mSFB1, tma_sfb2, mSFB2, tiles_m, tiles_n, k_blocks)
+                              tma_sfb1, mSFB1, tma_sfb2, mSFB2, tiles_m, tiles_n, k_blocks, dp_tiles)
         else:
             cute.arch.warpgroup_reg_alloc(self.mma_regs)
-            self.consumer(st, b_pipe, a_pipe, tiled_mma, c_ptr, m, n, tiles_m, tiles_n, k_blocks, tidx)
+            self.consumer(st, b_pipe, a_pipe, tiled_mma, c_ptr, ws_ptr, flags_ptr, m, n, tiles_m, tiles_n,
+                          k_blocks, dp_tiles, tidx)
+
+    @cute.jit
+    def walk_start(self, tiles, k_blocks, dp_tiles):
+        """This CTA's walk state and first segment (scheduler.stream_k_work): whole tiles
+        cta, cta + ctas, .. below dp_tiles, then its stream-K range.  Without split_k every
+        tile runs whole (the stream-K code is not compiled in)."""
+        cta = cute.arch.block_idx()[0]
+        ctas = cute.arch.grid_dim()[0]
+        dp = tiles
+        u = Int32(0)
+        end = Int32(0)
+        div = Int32(1)
+        if cutlass.const_expr(self.config.split_k):
+            dp = dp_tiles
+            sk_units = (tiles - dp_tiles) * k_blocks
+            u, end = scheduler.stream_k_range(cta, ctas, sk_units)
+            div = cutlass.max(sk_units, 1)
+        walk = (cta, ctas, dp, div)
+        return (walk, cta, u, end) + scheduler.stream_k_work(cta, u, end, cta, ctas, dp, k_blocks, div)
+
+    @cute.jit
+    def walk_next(self, walk, tile_dp, u, end, kb0, kb1, k_blocks):
+        """(tile_dp, u) after a segment, and the next segment."""
+        cta, ctas, dp, div = walk
+        tile_dp, u = scheduler.stream_k_advance(tile_dp, u, dp, ctas, kb0, kb1)
+        return (tile_dp, u) + scheduler.stream_k_work(tile_dp, u, end, cta, ctas, dp, k_blocks, div)
 
     @cute.jit
     def producer(self, st, b_pipe, a_pipe, tma_a16, mA16, tma_b1, mB1, tma_b2, mB2,
-                 tma_sfb1, mSFB1, tma_sfb2, mSFB2, tiles_m, tiles_n, k_blocks):
-        """Per k-block of a tile: one packed-B stage (B1, B2 rows and their scale atoms),
+                 tma_sfb1, mSFB1, tma_sfb2, mSFB2, tiles_m, tiles_n, k_blocks, dp_tiles):
+        """Per k-block of a segment: one packed-B stage (B1, B2 rows and their scale atoms),
         then its 4 A16 sub-blocks, each into its own stage."""
         # (128, 64, RestM, RestK64) fp16 sub-blocks of A16
         gA16 = cute.local_tile(mA16, (self.tile_n, SUB_K), (None, None))
@@ -265,11 +305,10 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
 
         bst = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stages)
         ast = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.a16_stages)
-        tile = cute.arch.block_idx()[0]
-        total = tiles_m * tiles_n
-        while tile < total:
+        walk, tile_dp, u, end, tile, kb0, kb1, _s, _ns, valid = self.walk_start(tiles_m * tiles_n, k_blocks, dp_tiles)
+        while valid != 0:
             mb, nb, _lb = scheduler.linear_to_mnl(tile, tiles_m, tiles_n, self.raster_m)
-            for kb in cutlass.range(k_blocks, unroll=1):
+            for kb in cutlass.range(kb0, kb1, unroll=1):
                 b_pipe.producer_acquire(bst)
                 bar = b_pipe.producer_get_barrier(bst)
                 si = bst.index
@@ -286,12 +325,13 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
                     cute.copy(tma_a16, tA16g[(None, mb, 4 * kb + j)], tA16s[(None, ast.index)], tma_bar_ptr=bar16)
                     a_pipe.producer_commit(ast)
                     ast.advance()
-            tile += cute.arch.grid_dim()[0]
+            tile_dp, u, tile, kb0, kb1, _s, _ns, valid = self.walk_next(walk, tile_dp, u, end, kb0, kb1, k_blocks)
         b_pipe.producer_tail(bst)
         a_pipe.producer_tail(ast)
 
     @cute.jit
-    def consumer(self, st, b_pipe, a_pipe, tiled_mma, c_ptr, m, n, tiles_m, tiles_n, k_blocks, tidx):
+    def consumer(self, st, b_pipe, a_pipe, tiled_mma, c_ptr, ws_ptr, flags_ptr, m, n, tiles_m, tiles_n,
+                 k_blocks, dp_tiles, tidx):
         ct = tidx - 128  # consumer thread 0..255
         sA16 = st.sA16.get_tensor(self.a16_layout.outer, swizzle=self.a16_layout.inner)
         thr_mma = tiled_mma.get_slice(ct)
@@ -303,29 +343,88 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         acc = cute.make_rmem_tensor(tCcC.shape, cutlass.Float32)
         b_p = st.sBp.data_ptr().toint()
         sf_p = st.sSF.data_ptr().toint()
+        a16_p = st.sA16.data_ptr().toint()  # also the finisher's staging buffer (128 KB)
 
         bread = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         aread = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.a16_stages)
         afree = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.a16_stages)
-        tile = cute.arch.block_idx()[0]
-        total = tiles_m * tiles_n
-        while tile < total:
+        walk, tile_dp, u, end, tile, kb0, kb1, s, ns, valid = self.walk_start(tiles_m * tiles_n, k_blocks, dp_tiles)
+        while valid != 0:
             mb, nb, _lb = scheduler.linear_to_mnl(tile, tiles_m, tiles_n, self.raster_m)
             acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-            bread, aread, afree = self.mainloop_mixed(b_pipe, a_pipe, bread, aread, afree, k_blocks, tiled_mma,
+            bread, aread, afree = self.mainloop_mixed(b_pipe, a_pipe, bread, aread, afree, kb0, kb1, tiled_mma,
                                                       acc, ra, tCrB, b_p, sf_p)
-            self.store_c_t(acc, tCcC, c_ptr.toint(), nb * N_PER_TILE, mb * self.tile_n, m, n, ct)
-            tile += cute.arch.grid_dim()[0]
+            finish = Int32(1)
+            if cutlass.const_expr(self.config.split_k):
+                if ns > 1:
+                    cta = walk[0]
+                    if s > 0:  # the CTA's first segment: hand the partial to the tile's finisher
+                        self.write_partial(acc, ws_ptr.toint(), flags_ptr.toint(), cta, ct)
+                        finish = Int32(0)
+                    else:  # the CTA's last segment: add the others' partials, then store
+                        self.add_partials(acc, ws_ptr.toint(), flags_ptr.toint(), cta, ns, a16_p, ct)
+            if finish != 0:
+                self.store_c_t(acc, tCcC, c_ptr.toint(), nb * N_PER_TILE, mb * self.tile_n, m, n, ct)
+            tile_dp, u, tile, kb0, kb1, s, ns, valid = self.walk_next(walk, tile_dp, u, end, kb0, kb1, k_blocks)
+
+    # ------------------------------------------------------------------ stream-K partials
+    # A partial is the consumers' accumulators, 256 threads x 128 fp32 (128 KB): 16-byte chunk
+    # j of thread ct at (j * 256 + ct) * 16, so each warp store / load covers 512 contiguous
+    # bytes and each thread later reads back only the chunks it copied itself.
+    PARTIAL_BYTES = 256 * 128 * 4
 
     @cute.jit
-    def mainloop_mixed(self, b_pipe, a_pipe, bread, aread, afree, k_blocks, tiled_mma, acc, ra, tCrB, b_p, sf_p):
-        """One tile's k-loop.  Sub-block `it`: wait until wgmma(it - 2) is done (it read
+    def write_partial(self, acc, ws, flags, cta, ct):
+        """Partial of this CTA's split segment to workspace block `cta`, then its flag
+        (every thread's stores fenced at gpu scope, then one release-add after the barrier)."""
+        nt = self.num_mma_threads
+        base = ws + Int64(cta) * self.PARTIAL_BYTES
+        for j in cutlass.range_constexpr(cute.size(acc) // 4):
+            decode.st_global_v4_f32(base + Int64((j * nt + ct) * 16),
+                                    acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3])
+        cute.arch.fence_acq_rel_gpu()
+        self.epi_barrier.arrive_and_wait()
+        if ct == 0:
+            decode.atom_add_acq_rel_gpu(flags + Int64(cta) * 4, Int32(1))
+
+    @cute.jit
+    def add_partials(self, acc, ws, flags, cta, ns, stage, ct):
+        """Finisher (segment 0 of ns, the CTA's last work): acc += the partials of CTAs
+        cta + 1 .. cta + ns - 1, in that order (deterministic).  Each is staged by 16-byte
+        cp.async into the A16 ring (free: nothing more is loaded, and the barrier below
+        waits for both warpgroups' last wgmmas) -- every copy in flight at once, no
+        registers held -- and read back by the thread that copied it.  The flag is reset
+        for the next launch once seen."""
+        nt = self.num_mma_threads
+        self.epi_barrier.arrive_and_wait()
+        for s2 in cutlass.range(1, ns, unroll=1):
+            flag = flags + Int64(cta + s2) * 4
+            if ct == 0:
+                seen = decode.ld_acquire_gpu_u32(flag)
+                while seen == 0:
+                    seen = decode.ld_acquire_gpu_u32(flag)
+                decode.atom_add_acq_rel_gpu(flag, Int32(-1))
+            self.epi_barrier.arrive_and_wait()
+            cute.arch.fence_acq_rel_gpu()
+            src = ws + Int64(cta + s2) * self.PARTIAL_BYTES
+            for j in cutlass.range_constexpr(cute.size(acc) // 4):
+                ofs = (j * nt + ct) * 16
+                decode.cp_async_16(stage + ofs, src + Int64(ofs), Int32(16))
+            decode.cp_async_wait_all()
+            for j in cutlass.range_constexpr(cute.size(acc) // 4):
+                v = decode.ld_shared_v4_f32(stage + (j * nt + ct) * 16)
+                for i in cutlass.range_constexpr(4):
+                    acc[4 * j + i] = acc[4 * j + i] + v[i]
+
+    @cute.jit
+    def mainloop_mixed(self, b_pipe, a_pipe, bread, aread, afree, kb0, kb1, tiled_mma, acc, ra, tCrB, b_p, sf_p):
+        """One segment's k-loop (k-blocks kb0 .. kb1 - 1 of a tile).  Sub-block `it`: wait until wgmma(it - 2) is done (it read
         this A-register parity and A16 stage it - 2, which is then released), decode B1/B2
         rows into the registers, wait for A16 sub-block it, issue the wgmmas (async).  The
         packed-B stage is released after its last decode (only generic loads read it).
         Every stage still held is released after the final drain."""
-        for kb in cutlass.range(k_blocks, unroll=1):
+        for kb in cutlass.range(kb0, kb1, unroll=1):
             b_pipe.consumer_wait(bread)
             si = bread.index
             # the k-block's 4 A16 sub-blocks, waited for here: an mbarrier wait loop between
@@ -340,7 +439,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
                     self.release_a16(a_pipe, afree)
                     afree.advance()
                 else:
-                    if kb > 0:
+                    if kb > kb0:
                         self.release_a16(a_pipe, afree)
                         afree.advance()
                 self.decode_a(ra, b_p + si * self.a_stage_bytes, sf_p + si * (2 * SF_STAGE_BYTES), j)
@@ -375,8 +474,8 @@ def compile_args(config: KernelConfig, m: int, n: int, k: int, l: int) -> tuple:
 
     return (p(cutlass.Uint8, 1 << 20), p(cutlass.Int32, 2 << 20), p(cutlass.Float16, 3 << 20),
             p(cutlass.Uint8, 4 << 20), p(cutlass.Uint8, 5 << 20), p(cutlass.Int32, 6 << 20),
-            p(cutlass.Int32, 7 << 20), p(cutlass.Float16, 8 << 20),
-            Int32(m), Int32(n), Int32(k), Int32(132), make_fake_stream())
+            p(cutlass.Int32, 7 << 20), p(cutlass.Float16, 8 << 20), p(cutlass.Float32, 9 << 20),
+            p(cutlass.Int32, 10 << 20), Int32(m), Int32(n), Int32(k), Int32(132), Int32(0), make_fake_stream())
 
 
 _A16_CACHE: dict = {}
@@ -397,6 +496,35 @@ def a16_workspace(c, m: int, k: int):
     return ws
 
 
+_SK_CACHE: dict = {}
+
+
+def stream_k_plan(config: KernelConfig, m: int, n: int, k: int, device) -> tuple[int, int]:
+    """(ctas, dp_tiles) on this GPU: configs.stream_k_plan with split_k, else whole tiles."""
+    tiles = dual_tiles(config, (m, n, k, 1))
+    sms = sm_count(device)
+    if not config.split_k:
+        return min(tiles, sms), tiles
+    return configs.stream_k_plan(tiles, k // K_BLOCK, sms)
+
+
+def stream_k_workspace(c, ctas: int):
+    """(fp32 partials, 128 KB per CTA; int32 flags, one per CTA, zeroed once -- each is
+    reset by the finisher that consumes it) for the output tensor `c`, cached like
+    a16_workspace."""
+    import torch
+
+    key = (c.device, c.data_ptr(), ctas)
+    hit = _SK_CACHE.get(key)
+    if hit is None:
+        if len(_SK_CACHE) > 16:
+            _SK_CACHE.clear()
+        hit = _SK_CACHE[key] = (
+            torch.empty(ctas * Sm90DualMixedKernel.PARTIAL_BYTES // 4, dtype=torch.float32, device=c.device),
+            torch.zeros(ctas, dtype=torch.int32, device=c.device))
+    return hit
+
+
 def runtime_args(data, config: KernelConfig, stream) -> tuple:
     """The compile_args tuple from the leaderboard's 10-tuple of GPU tensors."""
     from cutlass.cute.runtime import make_ptr
@@ -408,9 +536,13 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
     def p(dt, t):
         return make_ptr(dt, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
 
+    ctas, dp_tiles = stream_k_plan(config, m, n, k, c.device)
     tiles = dual_tiles(config, (m, n, k, 1))
+    # partials and flags only where the plan splits (otherwise never touched: C stands in)
+    ws, flags = stream_k_workspace(c, ctas) if dp_tiles < tiles else (c, c)
     if not isinstance(stream, cuda.CUstream):
         stream = cuda.CUstream(stream.cuda_stream)
     return (p(cutlass.Uint8, a), p(cutlass.Int32, sfa_p), p(cutlass.Float16, a16_workspace(c, m, k)),
             p(cutlass.Uint8, b1), p(cutlass.Uint8, b2), p(cutlass.Int32, sfb1_p), p(cutlass.Int32, sfb2_p),
-            p(cutlass.Float16, c), Int32(m), Int32(n), Int32(k), Int32(min(tiles, sm_count(c.device))), stream)
+            p(cutlass.Float16, c), p(cutlass.Float32, ws), p(cutlass.Int32, flags),
+            Int32(m), Int32(n), Int32(k), Int32(ctas), Int32(dp_tiles), stream)
