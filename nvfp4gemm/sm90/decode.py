@@ -553,17 +553,3 @@ def ld_acquire_gpu_u32(addr: cutlass.Int64, *, loc=None, ip=None) -> Int32:
     """ld.acquire.gpu.global.u32: a flag another CTA releases (volatile: re-read each spin)."""
     return Int32(_asm(T.i32(), [cutlass.Int64(addr).ir_value(loc=loc, ip=ip)],
                       "ld.acquire.gpu.global.u32 $0, [$1];", "=r,l", True, loc=loc, ip=ip))
-
-
-@dsl_user_op
-def st_global_u32(addr: cutlass.Int64, val: Int32, *, loc=None, ip=None) -> None:
-    """One word to global memory (st.global.b32, volatile asm)."""
-    _asm(None, [cutlass.Int64(addr).ir_value(loc=loc, ip=ip), Int32(val).ir_value(loc=loc, ip=ip)],
-         "st.global.b32 [$0], $1;", "l,r", True, loc=loc, ip=ip)
-
-
-@dsl_user_op
-def fence_proxy_async_global(*, loc=None, ip=None) -> None:
-    """fence.proxy.async.global: orders this thread's generic-proxy global accesses with
-    async-proxy (TMA) ones -- A16 written by st.global and read by another CTA's TMA."""
-    _asm(None, [], "fence.proxy.async.global;", "", True, loc=loc, ip=ip)

@@ -44,8 +44,6 @@ flag per CTA (`stream_k_workspace`).
 
 from __future__ import annotations
 
-import os
-
 import cuda.bindings.driver as cuda
 
 import cutlass
@@ -73,7 +71,6 @@ PREPASS_WORD_SCALE = (0, 0, 1, 1)
 
 class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
     num_gemms = 1  # B1 stacked on B2 is one 256-row register operand
-    FUSED_A = os.environ.get("NVFP4_MIXED_FUSED", "0") == "1"  # EXPERIMENT 67
 
     def __init__(self, config: KernelConfig):
         super().__init__(config)
@@ -161,7 +158,6 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         c_ptr: cute.Pointer,
         ws_ptr: cute.Pointer,
         flags_ptr: cute.Pointer,
-        rdy_ptr: cute.Pointer,
         m: Int32,
         n: Int32,
         k: Int32,
@@ -189,18 +185,16 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         tma_sfb1, tSFB1 = self.make_tma_load_sf(mSFB1, self.sf_layout)
         tma_sfb2, tSFB2 = self.make_tma_load_sf(mSFB2, self.sf_layout)
         halves = m * (k // 32)
-        if cutlass.const_expr(not self.FUSED_A):
-            self.prepass_kernel(a_ptr, sfa_ptr, a16_ptr, m, k).launch(
-                grid=[(halves + PREPASS_THREADS - 1) // PREPASS_THREADS, 1, 1], block=[PREPASS_THREADS, 1, 1],
-                stream=stream)
+        self.prepass_kernel(a_ptr, sfa_ptr, a16_ptr, m, k).launch(
+            grid=[(halves + PREPASS_THREADS - 1) // PREPASS_THREADS, 1, 1], block=[PREPASS_THREADS, 1, 1],
+            stream=stream)
         # programmatic dependent launch: the main kernel starts (barrier init, B loads and
         # decode) while the pre-pass drains; its producer waits for the pre-pass's writes
         # (griddepcontrol.wait) before the first A16 load
         self.kernel(tma_a16, tA16, tma_b1, tB1, tma_b2, tB2, tma_sfb1, tSFB1, tma_sfb2, tSFB2,
-                    self.tiled_mma, c_ptr, ws_ptr, flags_ptr, a_ptr, sfa_ptr, a16_ptr, rdy_ptr,
-                    m, n, k, dp_tiles).launch(
+                    self.tiled_mma, c_ptr, ws_ptr, flags_ptr, m, n, k, dp_tiles).launch(
             grid=[num_ctas, 1, 1], block=[self.threads_per_cta, 1, 1], min_blocks_per_mp=1, stream=stream,
-            use_pdl=not self.FUSED_A)
+            use_pdl=True)
 
     @cute.kernel
     def prepass_kernel(self, a_ptr: cute.Pointer, sfa_ptr: cute.Pointer, a16_ptr: cute.Pointer, m: Int32, k: Int32):
@@ -216,21 +210,17 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         t = bidx * PREPASS_THREADS + tidx
         segs = k // 32
         if t < m * segs:
-            self.decode_half_row(a_ptr.toint(), sfa_ptr.toint(), a16_ptr.toint(), t // segs, t % segs, k)
-
-    @cute.jit
-    def decode_half_row(self, a, sfa, a16, row, seg, k):
-        """Half row `seg` (32 codes, 16 bytes) of A row `row` -> its 64 bytes of A16."""
-        if True:
+            row = t // segs
+            seg = t % segs
             j = seg // 2
             h = seg % 2
-            w = decode.ld_global_nc_v4_u32(a + Int64(row) * (k // 2) + seg * 16)
+            w = decode.ld_global_nc_v4_u32(a_ptr.toint() + Int64(row) * (k // 2) + seg * 16)
             # permuted scale atom (row // 128, sub-block j): row's word at 4 (row % 32) + (row % 128) // 32
             atom = (row // 128) * (k // SUB_K) + j
-            sw = decode.ld_global_nc_u32(sfa + (Int64(atom) * 128 + 4 * (row % 32) + (row % 128) // 32) * 4)
+            sw = decode.ld_global_nc_u32(sfa_ptr.toint() + (Int64(atom) * 128 + 4 * (row % 32) + (row % 128) // 32) * 4)
             s = decode.scale_pair(sw, 2 * h + (2 * h + 1) * 16)  # groups 2h, 2h + 1
             d = [decode.decode_word(w[v], s[PREPASS_WORD_SCALE[v]]) for v in range(4)]
-            dst = a16 + (Int64(row) * k + SUB_K * j + 32 * h) * 2
+            dst = a16_ptr.toint() + (Int64(row) * k + SUB_K * j + 32 * h) * 2
             for c in cutlass.range_constexpr(4):
                 decode.st_global_v4_u32(dst + 16 * c, *[d[v][r] for v, r in PREPASS_CHUNKS[c]])
 
@@ -238,8 +228,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
     def kernel(self, tma_a16: cute.CopyAtom, mA16: cute.Tensor, tma_b1: cute.CopyAtom, mB1: cute.Tensor,
                tma_b2: cute.CopyAtom, mB2: cute.Tensor, tma_sfb1: cute.CopyAtom, mSFB1: cute.Tensor,
                tma_sfb2: cute.CopyAtom, mSFB2: cute.Tensor, tiled_mma: cute.TiledMma,
-               c_ptr: cute.Pointer, ws_ptr: cute.Pointer, flags_ptr: cute.Pointer, a_ptr: cute.Pointer,
-               sfa_ptr: cute.Pointer, a16_ptr: cute.Pointer, rdy_ptr: cute.Pointer, m: Int32, n: Int32,
+               c_ptr: cute.Pointer, ws_ptr: cute.Pointer, flags_ptr: cute.Pointer, m: Int32, n: Int32,
                k: Int32, dp_tiles: Int32):
         self._make_layouts()
         tidx, _, _ = cute.arch.thread_idx()
@@ -260,81 +249,11 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
             cute.arch.warpgroup_reg_dealloc(self.load_regs)
             if warp_idx == 0:
                 self.producer(st, b_pipe, a_pipe, tma_a16, mA16, tma_b1, mB1, tma_b2, mB2,
-                              tma_sfb1, mSFB1, tma_sfb2, mSFB2, tiles_m, tiles_n, k_blocks, dp_tiles,
-                              rdy_ptr.toint())
+                              tma_sfb1, mSFB1, tma_sfb2, mSFB2, tiles_m, tiles_n, k_blocks, dp_tiles)
         else:
             cute.arch.warpgroup_reg_alloc(self.mma_regs)
-            if cutlass.const_expr(self.FUSED_A):
-                self.decode_units(a_ptr.toint(), sfa_ptr.toint(), a16_ptr.toint(), rdy_ptr.toint(), m, k,
-                                  tiles_m, k_blocks, tidx - 128)
             self.consumer(st, b_pipe, a_pipe, tiled_mma, c_ptr, ws_ptr, flags_ptr, m, n, tiles_m, tiles_n,
                           k_blocks, dp_tiles, tidx)
-            if cutlass.const_expr(self.FUSED_A):
-                self.reset_ready(rdy_ptr.toint(), tiles_m * k_blocks, tidx - 128)
-
-    @cute.jit
-    def decode_units(self, a, sfa, a16, rdy, m, k, tiles_m, k_blocks, ct):
-        """Consumers, before their first tile: this CTA's A16 units u = cta, cta + ctas, ..
-        (unit u = 128 rows mb = u % tiles_m x k-block kb = u // tiles_m, so the first
-        k-blocks of every row of tiles are decoded first, by all CTAs at once), each
-        published by its ready flag: every thread's stores fenced for the async proxy (the
-        readers are other CTAs' TMA loads) and at gpu scope, then one release-add."""
-        cta = cute.arch.block_idx()[0]
-        ctas = cute.arch.grid_dim()[0]
-        units = tiles_m * k_blocks
-        u = cta
-        while u < units:
-            mb = u % tiles_m
-            kb = u // tiles_m
-            # every task's loads first (rows past M clamped, so they may be issued together),
-            # then the decodes and stores
-            tasks = 128 * (K_BLOCK // 32) // self.num_mma_threads
-            ld = []
-            for i in cutlass.range_constexpr(tasks):
-                t = i * self.num_mma_threads + ct  # half row t % 8 of row t // 8 of the unit
-                row = cutlass.min(mb * 128 + t // (K_BLOCK // 32), m - 1)
-                seg = kb * (K_BLOCK // 32) + t % (K_BLOCK // 32)
-                j = seg // 2
-                w = decode.ld_global_nc_v4_u32(a + Int64(row) * (k // 2) + seg * 16)
-                atom = (row // 128) * (k // SUB_K) + j
-                sw = decode.ld_global_nc_u32(sfa + (Int64(atom) * 128 + 4 * (row % 32) + (row % 128) // 32) * 4)
-                ld.append((row, seg, w, sw))
-            for i in cutlass.range_constexpr(tasks):
-                t = i * self.num_mma_threads + ct
-                row, seg, w, sw = ld[i]
-                if mb * 128 + t // (K_BLOCK // 32) < m:
-                    h = seg % 2
-                    s = decode.scale_pair(sw, 2 * h + (2 * h + 1) * 16)
-                    d = [decode.decode_word(w[v], s[PREPASS_WORD_SCALE[v]]) for v in range(4)]
-                    dst = a16 + (Int64(row) * k + SUB_K * (seg // 2) + 32 * h) * 2
-                    for c in cutlass.range_constexpr(4):
-                        decode.st_global_v4_u32(dst + 16 * c, *[d[v][r] for v, r in PREPASS_CHUNKS[c]])
-            decode.fence_proxy_async_global()
-            cute.arch.fence_acq_rel_gpu()
-            self.epi_barrier.arrive_and_wait()
-            if ct == 0:
-                decode.atom_add_acq_rel_gpu(rdy + Int64(u) * 4, Int32(1))
-            u += ctas
-
-    @cute.jit
-    def reset_ready(self, rdy, units, ct):
-        """After this CTA's last tile: count it out (word `units` of the ready array); the last
-        CTA out -- every unit was published before any CTA counted out, and every A16 load
-        waited for has been consumed -- zeroes the flags and the count for the next launch."""
-        self.epi_barrier.arrive_and_wait()
-        if ct == 0:
-            ctas = cute.arch.grid_dim()[0]
-            if decode.atom_add_acq_rel_gpu(rdy + Int64(units) * 4, Int32(1)) == ctas - 1:
-                for u in cutlass.range(units + 1, unroll=1):
-                    decode.st_global_u32(rdy + Int64(u) * 4, Int32(0))
-
-    @cute.jit
-    def wait_a16(self, rdy, u):
-        """Producer: A16 unit u published (acquire), then ordered before the TMA reads it."""
-        seen = decode.ld_acquire_gpu_u32(rdy + Int64(u) * 4)
-        while seen == 0:
-            seen = decode.ld_acquire_gpu_u32(rdy + Int64(u) * 4)
-        decode.fence_proxy_async_global()
 
     @cute.jit
     def walk_start(self, tiles, k_blocks, dp_tiles):
@@ -364,7 +283,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
 
     @cute.jit
     def producer(self, st, b_pipe, a_pipe, tma_a16, mA16, tma_b1, mB1, tma_b2, mB2,
-                 tma_sfb1, mSFB1, tma_sfb2, mSFB2, tiles_m, tiles_n, k_blocks, dp_tiles, rdy):
+                 tma_sfb1, mSFB1, tma_sfb2, mSFB2, tiles_m, tiles_n, k_blocks, dp_tiles):
         """Per k-block of a segment: one packed-B stage (B1, B2 rows and their scale atoms),
         then its 4 A16 sub-blocks, each into its own stage."""
         # (128, 64, RestM, RestK64) fp16 sub-blocks of A16
@@ -399,10 +318,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
                 cute.copy(tma_sfb2, tSF2g[(None, 0, nb * k_blocks + kb)], tSF2s[(None, 2 * si + 1)], tma_bar_ptr=bar)
                 b_pipe.producer_commit(bst)
                 bst.advance()
-                if cutlass.const_expr(self.FUSED_A):
-                    self.wait_a16(rdy, kb * tiles_m + mb)
-                else:
-                    cute.arch.griddepcontrol_wait()  # the pre-pass's A16 (a no-op once it has completed)
+                cute.arch.griddepcontrol_wait()  # the pre-pass's A16 (a no-op once it has completed)
                 for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
                     a_pipe.producer_acquire(ast)
                     bar16 = a_pipe.producer_get_barrier(ast)
@@ -559,18 +475,16 @@ def compile_args(config: KernelConfig, m: int, n: int, k: int, l: int) -> tuple:
     return (p(cutlass.Uint8, 1 << 20), p(cutlass.Int32, 2 << 20), p(cutlass.Float16, 3 << 20),
             p(cutlass.Uint8, 4 << 20), p(cutlass.Uint8, 5 << 20), p(cutlass.Int32, 6 << 20),
             p(cutlass.Int32, 7 << 20), p(cutlass.Float16, 8 << 20), p(cutlass.Float32, 9 << 20),
-            p(cutlass.Int32, 10 << 20), p(cutlass.Int32, 11 << 20), Int32(m), Int32(n), Int32(k), Int32(132),
-            Int32(0), make_fake_stream())
+            p(cutlass.Int32, 10 << 20), Int32(m), Int32(n), Int32(k), Int32(132), Int32(0), make_fake_stream())
 
 
 _A16_CACHE: dict = {}
 
 
 def a16_workspace(c, m: int, k: int):
-    """(the fp16 A16 buffer, M x K; its int32 ready flags, one per 128-row x k-block unit plus
-    the exit count, zeroed once -- the kernel leaves them zero), cached per output tensor
-    address and shape (as the split-K workspaces: a repeated call allocates nothing, two
-    outputs never share one)."""
+    """The fp16 A16 buffer (M x K) of the pre-pass, cached per output tensor address and
+    shape (as the split-K workspaces: a repeated call allocates nothing, two outputs never
+    share one)."""
     import torch
 
     key = (c.device, c.data_ptr(), m, k)
@@ -578,9 +492,7 @@ def a16_workspace(c, m: int, k: int):
     if ws is None:
         if len(_A16_CACHE) > 16:
             _A16_CACHE.clear()
-        units = -(-m // 128) * (k // K_BLOCK)
-        ws = _A16_CACHE[key] = (torch.empty((m, k), dtype=torch.float16, device=c.device),
-                                torch.zeros(units + 1, dtype=torch.int32, device=c.device))
+        ws = _A16_CACHE[key] = torch.empty((m, k), dtype=torch.float16, device=c.device)
     return ws
 
 
@@ -630,8 +542,7 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
     ws, flags = stream_k_workspace(c, ctas) if dp_tiles < tiles else (c, c)
     if not isinstance(stream, cuda.CUstream):
         stream = cuda.CUstream(stream.cuda_stream)
-    a16, rdy = a16_workspace(c, m, k)
-    return (p(cutlass.Uint8, a), p(cutlass.Int32, sfa_p), p(cutlass.Float16, a16),
+    return (p(cutlass.Uint8, a), p(cutlass.Int32, sfa_p), p(cutlass.Float16, a16_workspace(c, m, k)),
             p(cutlass.Uint8, b1), p(cutlass.Uint8, b2), p(cutlass.Int32, sfb1_p), p(cutlass.Int32, sfb2_p),
-            p(cutlass.Float16, c), p(cutlass.Float32, ws), p(cutlass.Int32, flags), p(cutlass.Int32, rdy),
+            p(cutlass.Float16, c), p(cutlass.Float32, ws), p(cutlass.Int32, flags),
             Int32(m), Int32(n), Int32(k), Int32(ctas), Int32(dp_tiles), stream)
