@@ -351,6 +351,13 @@ def st_shared_u32(addr: Int32, val: Int32, *, loc=None, ip=None) -> None:
 
 
 @dsl_user_op
+def st_shared_v4_u32(addr: Int32, a, b, c, d, *, loc=None, ip=None) -> None:
+    """16 bytes (4 words) by one `st.shared.v4.b32` at a 32-bit shared-window address."""
+    _asm(None, [Int32(addr).ir_value(loc=loc, ip=ip)] + [Int32(x).ir_value(loc=loc, ip=ip) for x in (a, b, c, d)],
+         "st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r", True, loc=loc, ip=ip)
+
+
+@dsl_user_op
 def chunk_swizzled(base: Int32, k: int, x: Int32, *, loc=None, ip=None) -> Int32:
     """base + 16 (k ^ x): 16-byte chunk k of a row whose chunks are XOR-swizzled by x.
     Volatile asm on purpose: kept after the shared-memory asm before it, so the compiler
