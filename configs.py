@@ -30,6 +30,7 @@ PROBLEMS = ("dual", "group")
 SMEM_LIMIT = {"sm_100a": 232448, "sm_90a": 232448}  # 227 KB usable per CTA on both
 TMEM_COLUMNS = 512  # sm_100a: 128 lanes x 512 columns of 32 bit per SM
 SM90_MAX_ACC_REGS = 128  # fp32 accumulator registers per consumer thread we allow
+MIXED_C_STAGE_BYTES = 64 * 256  # the mixed-input dual epilogue stages 64 rows x 128 fp16 of C
 SM90_A16_STAGES = 8  # fp16 A sub-blocks (tile N x 64) in flight in the mixed-input dual kernel
 SM_COUNT = {"sm_100a": 148, "sm_90a": 132}
 
@@ -146,9 +147,9 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
     sub-blocks of every B (the wgmma reads B from shared memory; A is decoded into its
     registers, rs_a), plus the C staging buffers."""
     tm, tn = cfg.mma_tile_mn
-    if cfg.a_prepass:  # packed B1 + B2 rows (tm) and their 2 scale atoms per stage; fp16 A ring
+    if cfg.a_prepass:  # packed B1 + B2 rows (tm) and their 2 scale atoms per stage; fp16 A ring; C staging
         return cfg.ab_stages * (tm * (K_BLOCK // 2) + 2 * 128 * (K_BLOCK // SF_VEC)) \
-            + SM90_A16_STAGES * tn * 64 * 2 + 1024
+            + SM90_A16_STAGES * tn * 64 * 2 + MIXED_C_STAGE_BYTES + 1024
     if cfg.skinny:  # per warp: ab_stages cp.async stages + its fp32 partial sums (skinny.py)
         lane_rows = cfg.gemms * tm // 8 + tn // 8  # rows of every B and of A a lane loads per chunk
         return cfg.k_warps * (cfg.ab_stages * lane_rows * 32 * 20 + cfg.gemms * tn * tm * 4)

@@ -591,6 +591,44 @@ class Sm90Common:
             if row < mg:
                 mC2[(row, (n0 + r - odd) // 2)] = decode.prmt(p, q, sel)
 
+    @cute.jit
+    def store_c_t_staged(self, acc, tCcC, c_g, n0, m0, mg, ng, ct, stage):
+        """`store_c_t` through a 16 KB shared-memory buffer at `stage` (a tile of 128 columns
+        of C x 128 rows, written 64 rows at a time): each thread's 32-bit pairs go to a
+        row-major (64, 128) fp16 buffer (16-byte chunk XOR row % 8: an instruction's 8 rows x
+        16 bytes hit 32 distinct banks), then the 256 consumer threads store whole 256-byte
+        rows of C with 16-byte stores (rows >= M_g skipped).  Stored straight, each warp
+        instruction writes 8 rows x 16 bytes: half sectors."""
+        scale = cutlass.Float32(decode.ACC_RESCALE)
+        n0 = self.c_t_n0(n0)
+        pairs = self.c_t_pairs(acc, tCcC)
+        odd = (ct // 4) % 2
+        sel = 0x5410 + odd * (0x3276 - 0x5410)
+        passes = self.tile_n // 64
+        per = pairs // passes  # pairs of a pass: columns c of the accumulator in [64 p, 64 p + 64)
+        nt = self.num_mma_threads
+        assert self.tile_n % 64 == 0 and 64 * 256 // 16 % nt == 0
+        for p in cutlass.range_constexpr(passes):
+            for ii in cutlass.range_constexpr(per):
+                i = p * per + ii
+                r, c = tCcC[2 * i]
+                v = self.c_t_pair(acc, i, scale)
+                q = cute.arch.shuffle_sync_bfly(v, 4)
+                row = c + odd - 64 * p  # row of C inside the pass
+                col_b = (r - odd) * 2  # byte of the pair inside the 256-byte row
+                decode.st_shared_u32(stage + row * 256 + ((((col_b >> 4) ^ (row & 7)) << 4) | (col_b & 15)),
+                                     decode.prmt(v, q, sel))
+            self.epi_barrier.arrive_and_wait()
+            for k in cutlass.range_constexpr(64 * 256 // 16 // nt):
+                qd = ct + nt * k
+                row = qd // 16
+                ch = qd % 16
+                w = decode.ld_shared_v4_u32(stage + row * 256 + ((ch ^ (row & 7)) << 4))
+                grow = m0 + 64 * p + row
+                if grow < mg:
+                    decode.st_global_v4_u32(c_g + (Int64(grow) * ng + n0 + ch * 8) * 2, w[0], w[1], w[2], w[3])
+            self.epi_barrier.arrive_and_wait()  # the buffer is free for the next pass / tile
+
     # store_c_t hooks (the dual kernels' fused SiLU epilogue overrides them: DualSiluPairs)
     def c_t_n0(self, n0):
         """Column of C of the tile's accumulator row 0."""

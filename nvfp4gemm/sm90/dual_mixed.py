@@ -27,8 +27,9 @@ thread:
             register operands (two m64 reps, `Sm90Common.decode_a`), decoded straight from
             the packed stage, and issues m64 x n128 x k16 wgmmas against the A16 sub-block
             in shared memory.  The two warpgroups never wait for each other in the loop.
-       Epilogue: silu(x1) * x2 (shared `epilogue.silu_mul`), the transposed tile written
-            with 32-bit element stores (rows of C past M skipped).
+       Epilogue: silu(x1) * x2 (shared `epilogue.silu_mul`), the transposed tile staged 64
+            rows of C at a time in a 16 KB buffer and stored as whole 256-byte rows
+            (`Sm90Common.store_c_t_staged`; rows of C past M skipped).
   Stream-K assumes every CTA of the grid is resident at once (one per SM, grid <= SMs),
   as persistent kernels do: a finisher spins on flags of CTAs that never wait themselves.
 
@@ -54,7 +55,7 @@ from cutlass import Int32, Int64
 from cutlass.cute.nvgpu import warpgroup
 
 import configs
-from configs import K_BLOCK, SM90_A16_STAGES, KernelConfig, check_shape, dual_tiles, sm90_smem_bytes
+from configs import K_BLOCK, MIXED_C_STAGE_BYTES, SM90_A16_STAGES, KernelConfig, check_shape, dual_tiles, sm90_smem_bytes
 from nvfp4gemm import scheduler
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, DualSiluPairs, Sm90Common, sm_count
@@ -125,7 +126,8 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
                   "mbar16": cute.struct.MemRange[cutlass.Int64, self.a16_stages * 2],
                   "sBp": buf(cutlass.Uint8, cute.cosize(self.b_half_layout)),
                   "sSF": buf(cutlass.Int32, cute.cosize(self.sf_layout)),
-                  "sA16": buf(cutlass.Float16, cute.cosize(self.a16_layout))}
+                  "sA16": buf(cutlass.Float16, cute.cosize(self.a16_layout)),
+                  "sC": buf(cutlass.Uint8, MIXED_C_STAGE_BYTES)}  # C rows staged by the epilogue
         self.shared_storage = cute.struct(type("Storage", (), {"__annotations__": fields}))
         ours = shared_storage_bytes(self.config)
         assert ours <= 232448, f"shared memory {ours} B over the sm_90a limit"
@@ -363,6 +365,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         b_p = st.sBp.data_ptr().toint()
         sf_p = st.sSF.data_ptr().toint()
         a16_p = st.sA16.data_ptr().toint()  # also the finisher's staging buffer (128 KB)
+        c_stage = st.sC.data_ptr().toint()  # the epilogue's 16 KB staging buffer
 
         bread = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
         aread = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.a16_stages)
@@ -384,7 +387,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
                     else:  # the CTA's last segment: add the others' partials, then store
                         self.add_partials(acc, ws_ptr.toint(), flags_ptr.toint(), cta, ns, a16_p, ct)
             if finish != 0:
-                self.store_c_t(acc, tCcC, c_ptr.toint(), nb * N_PER_TILE, mb * self.tile_n, m, n, ct)
+                self.store_c_t_staged(acc, tCcC, c_ptr.toint(), nb * N_PER_TILE, mb * self.tile_n, m, n, ct, c_stage)
             tile_dp, u, tile, kb0, kb1, s, ns, valid = self.walk_next(walk, tile_dp, u, end, kb0, kb1, k_blocks)
 
     # ------------------------------------------------------------------ stream-K partials
