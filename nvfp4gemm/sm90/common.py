@@ -579,47 +579,58 @@ class Sm90Common:
         # (M_g, N_g / 2) fp16 pairs of this group's C
         mC2 = cute.make_tensor(cute.make_ptr(cutlass.Int32, c_g, cute.AddressSpace.gmem, assumed_align=16),
                                cute.make_layout((mg, ng // 2), stride=(ng // 2, 1)))
-        pairs = self.c_t_pairs(acc, tCcC)
-        odd = (ct // 4) % 2  # row r of this thread's values is odd
-        # even: (own r, partner r + 1) of column c; odd: (partner r - 1, own r) of column c + 1
-        sel = 0x5410 + odd * (0x3276 - 0x5410)
-        for i in cutlass.range_constexpr(pairs):
-            r, c = tCcC[2 * i]
-            p = self.c_t_pair(acc, i, scale)
-            q = cute.arch.shuffle_sync_bfly(p, 4)
+        odd, sel = self.c_t_lane(ct)
+        for i in cutlass.range_constexpr(self.c_t_pairs(acc, tCcC)):
+            r, c, p, q = self.c_t_word(acc, tCcC, i, scale)
             row = m0 + c + odd
             if row < mg:
                 mC2[(row, (n0 + r - odd) // 2)] = decode.prmt(p, q, sel)
 
+    @staticmethod
+    def c_t_lane(ct):
+        """(odd, sel) of consumer thread ct for `c_t_word`: whether its accumulator rows are
+        odd, and the byte selector that keeps one row of C from its pair and its partner's --
+        even: (own r, partner r + 1) of column c; odd: (partner r - 1, own r) of column c + 1."""
+        odd = (ct // 4) % 2
+        return odd, 0x5410 + odd * (0x3276 - 0x5410)
+
+    @cute.jit
+    def c_t_word(self, acc, tCcC, i, scale):
+        """Value pair i of the C^T accumulator: (r, c, own fp16x2, partner's).  A thread's
+        pair (r, c), (r, c + 1) lands in two rows of C, but lane + 4 holds (r + 1, c),
+        (r + 1, c + 1): with the partner's pair (one shuffle) `prmt(own, partner, sel)`
+        (`c_t_lane`) is the 32-bit word C[c + odd, r - odd .. r - odd + 1]."""
+        r, c = tCcC[2 * i]
+        p = self.c_t_pair(acc, i, scale)
+        return r, c, p, cute.arch.shuffle_sync_bfly(p, 4)
+
     @cute.jit
     def store_c_t_staged(self, acc, tCcC, c_g, n0, m0, mg, ng, ct, stage):
-        """`store_c_t` through a 16 KB shared-memory buffer at `stage` (a tile of 128 columns
-        of C x 128 rows, written 64 rows at a time): each thread's 32-bit pairs go to a
-        row-major (64, 128) fp16 buffer (16-byte chunk XOR row % 8: an instruction's 8 rows x
-        16 bytes hit 32 distinct banks), then the 256 consumer threads store whole 256-byte
-        rows of C with 16-byte stores (rows >= M_g skipped).  Stored straight, each warp
+        """`store_c_t` for a 128-column C tile (the dual SiLU pairing of a 256-row register
+        operand: rows r < 128 are C columns) through a 16 KB shared-memory buffer at `stage`,
+        64 rows of C at a time: each thread's words (`c_t_word`) go to a row-major (64, 128)
+        fp16 buffer (16-byte chunk XOR row % 8: an instruction's 8 rows x 16 bytes hit 32
+        distinct banks), then the 256 consumer threads store whole 256-byte rows of C with
+        16-byte stores (rows >= M_g skipped).  Stored straight (`store_c_t`), each warp
         instruction writes 8 rows x 16 bytes: half sectors."""
         scale = cutlass.Float32(decode.ACC_RESCALE)
         n0 = self.c_t_n0(n0)
         pairs = self.c_t_pairs(acc, tCcC)
-        odd = (ct // 4) % 2
-        sel = 0x5410 + odd * (0x3276 - 0x5410)
+        assert self.tile_m == 256 and 4 * pairs == cute.size(acc), "staged C^T store: 128 columns of C"
+        odd, sel = self.c_t_lane(ct)
         passes = self.tile_n // 64
         per = pairs // passes  # pairs of a pass: columns c of the accumulator in [64 p, 64 p + 64)
         nt = self.num_mma_threads
-        assert self.tile_n % 64 == 0 and 64 * 256 // 16 % nt == 0
+        assert self.tile_n % 64 == 0 and ((64 * 256) // 16) % nt == 0
         for p in cutlass.range_constexpr(passes):
             for ii in cutlass.range_constexpr(per):
-                i = p * per + ii
-                r, c = tCcC[2 * i]
-                v = self.c_t_pair(acc, i, scale)
-                q = cute.arch.shuffle_sync_bfly(v, 4)
+                r, c, v, q = self.c_t_word(acc, tCcC, p * per + ii, scale)
                 row = c + odd - 64 * p  # row of C inside the pass
-                col_b = (r - odd) * 2  # byte of the pair inside the 256-byte row
+                col_b = (r - odd) * 2  # byte of the word inside the 256-byte row
                 decode.st_shared_u32(stage + row * 256 + ((((col_b >> 4) ^ (row & 7)) << 4) | (col_b & 15)),
                                      decode.prmt(v, q, sel))
             self.epi_barrier.arrive_and_wait()
-            for k in cutlass.range_constexpr(64 * 256 // 16 // nt):
+            for k in cutlass.range_constexpr((64 * 256) // 16 // nt):
                 qd = ct + nt * k
                 row = qd // 16
                 ch = qd % 16
