@@ -84,7 +84,8 @@ class KernelConfig:
         if self.skinny:
             return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}"
         if self.a_prepass:
-            return f"mixed {m}x{n} ab{self.ab_stages} a16x{SM90_A16_STAGES}" + (" streamK" if self.split_k else "")
+            mode = " pairs" if self.cluster_mn == (2, 1) else " streamK" if self.split_k else ""
+            return f"mixed {m}x{n} ab{self.ab_stages} a16x{SM90_A16_STAGES}" + mode
         if self.swap_ab:
             s += " swapAB"
         if self.arch == "sm_90a":
@@ -223,9 +224,9 @@ def check_config(cfg: KernelConfig) -> list[str]:
             errs.append("skinny takes no swap_ab, split_k or cluster")
     else:
         if cfg.a_prepass and (cfg.problem != "dual" or (tm, tn) != (256, 128) or not cfg.swap_ab
-                              or cfg.ab_stages != 2 or cfg.cluster_mn != (1, 1)):
+                              or cfg.ab_stages != 2 or cfg.cluster_mn not in ((1, 1), (2, 1))):
             errs.append("a_prepass (mixed-input dual kernel) needs problem dual, tile (256, 128), swap_ab, "
-                        "ab_stages 2, no cluster")
+                        "ab_stages 2, cluster (1, 1) or (2, 1) (split-K pairs)")
         if cfg.cta_group != 1:
             errs.append("sm_90a has no 2-CTA MMA: cta_group must be 1")
         if not cfg.rs_a or cfg.dec_stages not in (2, 3):
@@ -547,13 +548,34 @@ def sm90_dual_mixed(shape=None) -> KernelConfig:
     return replace(cfg, split_k=stream_k_plan(tiles, shape[2] // K_BLOCK, SM_COUNT["sm_90a"])[1] < tiles)
 
 
+# Split-K pairs of the mixed-input kernel (one 2-CTA cluster per tile, each rank half the
+# k-blocks, reduce-scatter through distributed shared memory, exp. 72) where 2 x tiles fill
+# [MIXED_PAIRS_MIN_WAVE, 1] of a wave, N >= MIXED_PAIRS_MIN_N and K > MIXED_PAIRS_MAX_SHORT_K.
+# H100, 2026-11-24, A/B against the rules before (new / base): 256x4096x7168 (128 CTAs) 51.0
+# vs 56.9 us (0.897), 384x2048x7168 (96) 0.902; a tie on 256x3072x4096 (96 CTAs, 16 k-blocks:
+# the ~10 us of pre-pass, fill and exchange weigh more on short K; 1.007 vs the pinned 128x96
+# pairs); losses on 1536x512x7168 (96 CTAs, 1.031: the pre-pass writes all of A for a narrow
+# N) and with 64 CTAs (128x4096x7168 and 256x2048x7168, 1.25-1.27 vs the 128x64 pairs).
+MIXED_PAIRS_MIN_WAVE = 0.7
+MIXED_PAIRS_MIN_N = 2048
+MIXED_PAIRS_MAX_SHORT_K = 4096
+
+
+def sm90_dual_mixed_pairs() -> KernelConfig:
+    """The mixed-input dual kernel as split-K pairs (cluster (2, 1), dual_mixed.py
+    `pair_exchange`)."""
+    return replace(sm90_dual_mixed(), cluster_mn=(2, 1), split_k=True)
+
+
 def _sm90_mixed_rule(shape) -> KernelConfig | None:
     """The mixed-input config where the rule above picks it, else None."""
-    m, n, _k, l = shape
+    m, n, k, l = shape
     if n % 128 or l != 1 or m <= 64 or n < MIXED_MIN_N:
         return None
     cfg = sm90_dual_mixed(shape)
     fill = dual_tiles(cfg, shape) / SM_COUNT["sm_90a"]
+    if k > MIXED_PAIRS_MAX_SHORT_K and n >= MIXED_PAIRS_MIN_N and MIXED_PAIRS_MIN_WAVE <= 2 * fill <= 1:
+        return sm90_dual_mixed_pairs()
     if fill >= MIXED_MIN_WAVE or (cfg.split_k and m > MIXED_SK_MIN_M and fill >= MIXED_SK_MIN_WAVE):
         return cfg
     return None
@@ -759,12 +781,15 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # (scheduler.split_plan: 128 units).  H200, 2026-11-21, kernel-only, same run: 67.3 us
     # vs 73.8 for 128 tiles of 128x64 and 109.9 unsplit (notes/sm90.md, experiment 22);
     # 63.7 with the pairs reduced in a 2-CTA cluster (the rule's cluster_mn (2, 1), exp. 24).
-    # 512x4096 keeps 128x128 (128 tiles, one wave).
+    # Now the rule gives it to the mixed-input kernel as split-K pairs: H100, 2026-11-24,
+    # 51.0 vs 56.9 us for the 128x128 pairs (exp. 72).  512x4096 runs the mixed-input kernel
+    # whole (128 tiles, one wave).
     **{("sm_90a", "dual", s): default_config("dual", "sm_90a", s) for s in DUAL_BENCHMARKS},
     # 256x3072x4096: 128x96 (fused wgmma n = 192, two scale atoms per B stage) gives 64
     # tiles, split 2 ways over K -> 128 units: 37.5 us vs 41.3 for 128 tiles of 128x48 and
     # 44.3 for 128x128 split (96 units); H200, 2026-11-21, same run (experiment 22); 35.3
-    # as 2-CTA cluster pairs (experiment 24).
+    # as 2-CTA cluster pairs (experiment 24).  The mixed-input kernel as split-K pairs tied
+    # it (H100, 2026-11-24, 1.007, exp. 72), so the pin stays.
     ("sm_90a", "dual", DUAL_BENCHMARKS[2]): _sm90_dual_pairs(_sm90_fill(KernelConfig(
         "dual", "sm_90a", (128, 96), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=3),
         DUAL_BENCHMARKS[2]),

@@ -43,7 +43,11 @@ def test_checks_catch_bad_configs():
     assert any("TMEM" in e for e in C.check_config(replace(base, mma_tile_mn=(256, 256), acc_stages=2)))
     assert any("shared memory" in e for e in C.check_config(replace(base, ab_stages=12)))
     assert any("128 x cta_group" in e for e in C.check_config(replace(base, mma_tile_mn=(128, 64))))
-    h = C.CONFIG_MAP[("sm_90a", "dual", C.DUAL_BENCHMARKS[0])]
+    h = C.sm90_dual_tile_rule(C.DUAL_BENCHMARKS[0])  # the 128x128 kernel's config
+    mixed = C.CONFIG_MAP[("sm_90a", "dual", C.DUAL_BENCHMARKS[0])]
+    assert mixed.a_prepass and mixed.cluster_mn == (2, 1) and C.check_config(mixed) == []
+    assert any("a_prepass" in e for e in C.check_config(replace(mixed, cluster_mn=(1, 2))))
+    assert any("split_k" in e for e in C.check_config(replace(mixed, split_k=False)))
     assert any("registers" in e for e in C.check_config(replace(h, mma_tile_mn=(128, 256))))
     assert any("cta_group" in e for e in C.check_config(replace(h, cta_group=2)))
     assert C.check_shape("dual", (256, 512, 384, 1)) == ["K=384 must be a multiple of 256"]

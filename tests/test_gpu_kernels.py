@@ -379,6 +379,25 @@ def test_dual_mixed_explicit(shape):
 
 @_sm90_only
 @pytest.mark.parametrize("shape", [
+    (256, 4096, 7168, 1),  # 64 tiles = 64 clusters of 2 CTAs, 14 k-blocks per rank
+    (1, 256, 512, 1),  # one A row, 2 tiles, one k-block per rank
+    (200, 1024, 768, 1),  # ragged A rows (rank 1's C rows 64..127 of the last tile partly past M), 3 k-blocks: 1 + 2
+    (70, 512, 1536, 1),  # rank 1's C rows all past M (70 < 64 + 64 in the one row of tiles)
+    (1536, 512, 7168, 1),  # 48 tiles, 96 CTAs
+], ids=str)
+def test_dual_mixed_pairs(shape):
+    """The mixed-input dual kernel as split-K pairs (cluster (2, 1)): each rank of a tile's
+    2-CTA cluster runs half the k-blocks, sends the peer's C rows through distributed shared
+    memory and stores its own 64 rows.  Poisoned C and scale padding, twice."""
+    cfg = configs.sm90_dual_mixed_pairs()
+    assert not configs.check_config(cfg), configs.check_config(cfg)
+    data = R.generate_input(*shape, 29, device="cuda", poison_padding=True)
+    for _ in range(2):
+        _run_config(data, "dual", cfg, shape)
+
+
+@_sm90_only
+@pytest.mark.parametrize("shape", [
     (256, 4096, 7168, 1),  # 64 tiles on 128 CTAs: every tile 2 segments of 14 k-blocks
     (1536, 512, 7168, 1),  # 48 tiles in 132 ranges of 10-11 k-blocks: 3-4 segments per tile
     (300, 4096, 7168, 1),  # ragged last row of tiles (44 real rows), 96 tiles in 132 ranges

@@ -116,7 +116,7 @@ class Sm90Common:
             raise ValueError(f"sm_90a tile N must be 64 or 128 (also 48, 96 for dual; 256 for grouped; "
                              f"16, 32 or 64 with swap_ab), got {tn}")
         # cluster (2, 1): dual split-K pairs reduced through distributed shared memory
-        pair = config.problem == "dual" and config.cluster_mn == (2, 1) and not swap
+        pair = config.problem == "dual" and config.cluster_mn == (2, 1) and (not swap or config.a_prepass)
         if (config.cluster_mn != (1, 1) and not pair) or config.cta_group != 1:
             raise ValueError("sm_90a kernels run without clusters (cluster_mn == (1, 1), cta_group == 1; "
                              "dual also (2, 1): split-K pairs)")
@@ -605,24 +605,24 @@ class Sm90Common:
         return r, c, p, cute.arch.shuffle_sync_bfly(p, 4)
 
     @cute.jit
-    def store_c_t_staged(self, acc, tCcC, c_g, n0, m0, mg, ng, ct, stage):
+    def store_c_t_staged(self, acc, tCcC, c_g, n0, m0, mg, ng, ct, stage, passes: cutlass.Constexpr = 0):
         """`store_c_t` for a 128-column C tile (the dual SiLU pairing of a 256-row register
         operand: rows r < 128 are C columns) through a 16 KB shared-memory buffer at `stage`,
         64 rows of C at a time: each thread's words (`c_t_word`) go to a row-major (64, 128)
         fp16 buffer (16-byte chunk XOR row % 8: an instruction's 8 rows x 16 bytes hit 32
         distinct banks), then the 256 consumer threads store whole 256-byte rows of C with
         16-byte stores (rows >= M_g skipped).  Stored straight (`store_c_t`), each warp
-        instruction writes 8 rows x 16 bytes: half sectors."""
+        instruction writes 8 rows x 16 bytes: half sectors.  `passes` (> 0): only the first
+        that many 64-row passes (a split-K pair rank holds its rows in pass 0's positions)."""
         scale = cutlass.Float32(decode.ACC_RESCALE)
         n0 = self.c_t_n0(n0)
         pairs = self.c_t_pairs(acc, tCcC)
         assert self.tile_m == 256 and 4 * pairs == cute.size(acc), "staged C^T store: 128 columns of C"
         odd, sel = self.c_t_lane(ct)
-        passes = self.tile_n // 64
-        per = pairs // passes  # pairs of a pass: columns c of the accumulator in [64 p, 64 p + 64)
+        per = pairs // (self.tile_n // 64)  # pairs of a pass: columns c of the accumulator in [64 p, 64 p + 64)
         nt = self.num_mma_threads
         assert self.tile_n % 64 == 0 and ((64 * 256) // 16) % nt == 0
-        for p in cutlass.range_constexpr(passes):
+        for p in cutlass.range_constexpr(passes or self.tile_n // 64):
             for ii in cutlass.range_constexpr(per):
                 r, c, v, q = self.c_t_word(acc, tCcC, p * per + ii, scale)
                 row = c + odd - 64 * p  # row of C inside the pass

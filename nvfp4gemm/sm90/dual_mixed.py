@@ -32,13 +32,20 @@ thread:
             (`Sm90Common.store_c_t_staged`; rows of C past M skipped).
   Stream-K assumes every CTA of the grid is resident at once (one per SM, grid <= SMs),
   as persistent kernels do: a finisher spins on flags of CTAs that never wait themselves.
+  Split-K pairs (config cluster_mn (2, 1), exp. 72): instead of stream-K, a grid of 2 x
+  tiles CTAs in 2-CTA clusters, one tile per cluster; rank s runs k-blocks [s KB/2,
+  (s + 1) KB/2), then the pair reduce-scatters through distributed shared memory
+  (`pair_exchange`: each rank sends the peer's 64 rows of C, 64 KB, into the peer's free
+  A16 ring) and each rank stores its own 64 rows (H100: 256x4096x7168 51.0 us vs 56.9 for
+  the 128 x 128 kernel's pairs).
 
 H200, 2026-11-21 (notes/sm90.md exp. 65): 512x4096x7168 90.8 us against 99.5 for the
 128x128 kernel and 82.0 for cuBLAS on pre-decoded fp16 operands (before the dependent
 launch); it loses where its 128 x 128 C tiles fill under 90% of a wave (configs.MIXED_MIN_WAVE).
 
 Constraints (can_implement): configs.check_shape (N % 64, K % 256), N % 128 == 0, L == 1,
-any M >= 1 (TMA zero-fills A16 rows past M, C rows past M are not stored).  Needs an
+any M >= 1 (TMA zero-fills A16 rows past M, C rows past M are not stored); split-K pairs
+also K >= 512 (a k-block per rank).  Needs an
 M x K fp16 workspace (`a16_workspace`) and, with split_k, 128 KB of fp32 per CTA plus a
 flag per CTA (`stream_k_workspace`).
 """
@@ -78,6 +85,10 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         self.a16_stages = SM90_A16_STAGES  # A16 sub-blocks in flight (two k-blocks)
         # bytes of one A16 sub-block stage: tile_n rows x 64 fp16
         self.a16_stage_bytes = self.tile_n * SUB_K * 2
+        # cluster (2, 1): every tile is one 2-CTA cluster, rank s runs k-blocks [s K/2,
+        # (s + 1) K/2) and the pair reduce-scatters through distributed shared memory
+        # (`pair_exchange`) instead of a stream-K partial through global memory
+        self.cluster_pairs = config.cluster_mn == (2, 1)
 
     def b_task_codes(self) -> int:
         return 32  # pair-major K order (no quarter tasks here)
@@ -98,6 +109,8 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
             errs.append(f"N={n} must be a multiple of {N_PER_TILE} (the mixed-input tile)")
         if l != 1:
             errs.append(f"L={l}: the mixed-input dual kernel runs one batch (L == 1)")
+        if config.cluster_mn == (2, 1) and k < 2 * K_BLOCK:
+            errs.append(f"K={k}: split-K pairs need at least 2 k-blocks (K >= {2 * K_BLOCK})")
         if errs:
             raise ValueError("; ".join(errs))
 
@@ -195,8 +208,8 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         # (griddepcontrol.wait) before the first A16 load
         self.kernel(tma_a16, tA16, tma_b1, tB1, tma_b2, tB2, tma_sfb1, tSFB1, tma_sfb2, tSFB2,
                     self.tiled_mma, c_ptr, ws_ptr, flags_ptr, m, n, k, dp_tiles).launch(
-            grid=[num_ctas, 1, 1], block=[self.threads_per_cta, 1, 1], min_blocks_per_mp=1, stream=stream,
-            use_pdl=True)
+            grid=[num_ctas, 1, 1], block=[self.threads_per_cta, 1, 1], cluster=[2 if self.cluster_pairs else 1, 1, 1],
+            min_blocks_per_mp=1, stream=stream, use_pdl=True)
 
     @cute.kernel
     def prepass_kernel(self, a_ptr: cute.Pointer, sfa_ptr: cute.Pointer, a16_ptr: cute.Pointer, m: Int32, k: Int32):
@@ -283,6 +296,12 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         tile runs whole (the stream-K code is not compiled in)."""
         cta = cute.arch.block_idx()[0]
         ctas = cute.arch.grid_dim()[0]
+        if cutlass.const_expr(self.cluster_pairs):
+            # the grid is 2 x tiles: cluster cta // 2 runs tile cta // 2, rank s = cta % 2 its
+            # half of the k-blocks (the pair's only segment)
+            s = cta % 2
+            return ((cta, ctas, tiles, 1), cta, Int32(0), Int32(0), cta // 2, s * k_blocks // 2,
+                    (s + 1) * k_blocks // 2, s, Int32(2), Int32(1))
         dp = tiles
         u = Int32(0)
         end = Int32(0)
@@ -299,6 +318,8 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
     def walk_next(self, walk, tile_dp, u, end, kb0, kb1, k_blocks):
         """(tile_dp, u) after a segment, and the next segment."""
         cta, ctas, dp, div = walk
+        if cutlass.const_expr(self.cluster_pairs):
+            return tile_dp, u, Int32(0), kb0, kb1, Int32(0), Int32(2), Int32(0)  # one segment per CTA
         tile_dp, u = scheduler.stream_k_advance(tile_dp, u, dp, ctas, kb0, kb1)
         return (tile_dp, u) + scheduler.stream_k_work(tile_dp, u, end, cta, ctas, dp, k_blocks, div)
 
@@ -378,7 +399,14 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
             bread, aread, afree = self.mainloop_mixed(b_pipe, a_pipe, bread, aread, afree, kb0, kb1, tiled_mma,
                                                       acc, ra, tCrB, b_p, sf_p)
             finish = Int32(1)
-            if cutlass.const_expr(self.config.split_k):
+            if cutlass.const_expr(self.cluster_pairs):
+                # rank s keeps rows [64 s, 64 s + 64) of the C tile, summed over the pair,
+                # in its pass-0 accumulator positions, and stores only those rows
+                self.pair_exchange(acc, s, a16_p)
+                self.store_c_t_staged(acc, tCcC, c_ptr.toint(), nb * N_PER_TILE, mb * self.tile_n + 64 * s, m, n,
+                                      ct, c_stage, passes=1)
+                finish = Int32(0)
+            elif cutlass.const_expr(self.config.split_k):
                 if ns > 1:
                     cta = walk[0]
                     if s > 0:  # the CTA's first segment: hand the partial to the tile's finisher
@@ -389,6 +417,49 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
             if finish != 0:
                 self.store_c_t_staged(acc, tCcC, c_ptr.toint(), nb * N_PER_TILE, mb * self.tile_n, m, n, ct, c_stage)
             tile_dp, u, tile, kb0, kb1, s, ns, valid = self.walk_next(walk, tile_dp, u, end, kb0, kb1, k_blocks)
+
+    # ------------------------------------------------------------------ split-K pairs
+    def _pass_index(self, acc, i: int, p: int) -> int:
+        """Accumulator index of value i (0 .. size / 2 - 1) of store pass p, i.e. of C rows
+        [64 p, 64 p + 64) of the tile (`store_c_t_staged`): the accumulator is ((2, 2, 16),
+        2 reps, 1) (DualSiluPairs.c_t_pairs asserts it), column group j = 8 p .. 8 p + 7 of
+        each rep is flat indices 32 p .. 32 p + 31 of that rep's 64."""
+        rep = cute.size(acc) // 2
+        half = rep // 2
+        return (i // half) * rep + p * half + i % half
+
+    @cute.jit
+    def pair_exchange(self, acc, s, stage):
+        """Reduce-scatter of a split-K pair (cluster (2, 1), rank s): after both ranks'
+        mainloops (cluster barrier) each thread stores the 64 fp32 of the other rank's rows
+        of C straight into the peer's A16 ring (free now: every A16 load was consumed and
+        the wgmmas reading it are done) through distributed shared memory, 16 bytes each
+        at (q * 256 + ct) * 16 -- the peer's thread ct holds the same accumulator positions;
+        after a second cluster barrier it adds what it received to its own rows.  Rank 1
+        moves its rows (pass 1) into the pass-0 positions, so both ranks store pass 0 only.
+        Branch-free (selects on s): a branch around the sends serialized the mainloop's
+        wgmmas in the 128 x 128 kernel (C7514).  Sums are own + peer on both ranks."""
+        ct = cute.arch.thread_idx()[0] - 128
+        nt = self.num_mma_threads
+        n_half = cute.size(acc) // 2
+        lo = [self._pass_index(acc, i, 0) for i in range(n_half)]
+        hi = [self._pass_index(acc, i, 1) for i in range(n_half)]
+        first = s == 0
+        peer = 1 - s
+        # order this CTA's wgmma (async-proxy) reads of the ring before the peer's stores
+        cute.arch.fence_proxy(cute.arch.ProxyKind.async_shared, space=cute.arch.SharedSpace.shared_cta)
+        cute.arch.cluster_arrive()
+        cute.arch.cluster_wait()
+        for q in cutlass.range_constexpr(n_half // 4):
+            vals = [cutlass.select_(first, acc[hi[4 * q + e]], acc[lo[4 * q + e]]) for e in range(4)]
+            decode.st_cluster_v4_f32(stage + (q * nt + ct) * 16, peer, *vals)
+        cute.arch.cluster_arrive()
+        cute.arch.cluster_wait()
+        for q in cutlass.range_constexpr(n_half // 4):
+            v = decode.ld_shared_v4_f32(stage + (q * nt + ct) * 16)
+            for e in cutlass.range_constexpr(4):
+                i = 4 * q + e
+                acc[lo[i]] = cutlass.select_(first, acc[lo[i]], acc[hi[i]]) + v[e]
 
     # ------------------------------------------------------------------ stream-K partials
     # A partial is the consumers' accumulators, 256 threads x 128 fp32 (128 KB): 16-byte chunk
@@ -525,6 +596,8 @@ def stream_k_plan(config: KernelConfig, m: int, n: int, k: int, device) -> tuple
     """(ctas, dp_tiles) on this GPU: configs.stream_k_plan with split_k, else whole tiles."""
     tiles = dual_tiles(config, (m, n, k, 1))
     sms = sm_count(device)
+    if config.cluster_mn == (2, 1):  # split-K pairs: one 2-CTA cluster per tile
+        return 2 * tiles, 0
     if not config.split_k:
         return min(tiles, sms), tiles
     return configs.stream_k_plan(tiles, k // K_BLOCK, sms)
@@ -561,7 +634,7 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
     ctas, dp_tiles = stream_k_plan(config, m, n, k, c.device)
     tiles = dual_tiles(config, (m, n, k, 1))
     # partials and flags only where the plan splits (otherwise never touched: C stands in)
-    ws, flags = stream_k_workspace(c, ctas) if dp_tiles < tiles else (c, c)
+    ws, flags = stream_k_workspace(c, ctas) if dp_tiles < tiles and config.cluster_mn == (1, 1) else (c, c)
     if not isinstance(stream, cuda.CUstream):
         stream = cuda.CUstream(stream.cuda_stream)
     return (p(cutlass.Uint8, a), p(cutlass.Int32, sfa_p), p(cutlass.Float16, a16_workspace(c, m, k)),
