@@ -269,8 +269,11 @@ def test_dual_cluster_split_pairs(shape, tile):
     from nvfp4gemm import scheduler
     from nvfp4gemm.sm90.common import sm_count
 
-    cfg = configs._fill_stages(replace(configs.default_config("dual", "sm_90a", shape), mma_tile_mn=tile,
+    # (the 128 x 128 kernel's own rule: the default rule gives 256x4096x7168 to the mixed-input
+    # kernel's pairs, tested in test_dual_mixed_pairs)
+    cfg = configs._fill_stages(replace(configs.sm90_dual_tile_rule(shape), mma_tile_mn=tile,
                                        cluster_mn=(2, 1), split_k=True), cap=3)
+    assert not configs.check_config(cfg) and not cfg.a_prepass, cfg
     data = R.generate_input(*shape, 13, device="cuda", poison_padding=True)
     _run_config(data, "dual", cfg, shape)
     first = data[-1].clone()
