@@ -30,7 +30,6 @@ PROBLEMS = ("dual", "group")
 SMEM_LIMIT = {"sm_100a": 232448, "sm_90a": 232448}  # 227 KB usable per CTA on both
 TMEM_COLUMNS = 512  # sm_100a: 128 lanes x 512 columns of 32 bit per SM
 SM90_MAX_ACC_REGS = 128  # fp32 accumulator registers per consumer thread we allow
-MIXED_C_STAGE_BYTES = 64 * 256  # the mixed-input dual epilogue stages 64 rows x 128 fp16 of C
 SM90_A16_STAGES = 8  # fp16 A sub-blocks (tile N x 64) in flight in the mixed-input dual kernel
 SM_COUNT = {"sm_100a": 148, "sm_90a": 132}
 
@@ -84,7 +83,8 @@ class KernelConfig:
         if self.skinny:
             return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}"
         if self.a_prepass:
-            mode = " pairs" if self.cluster_mn == (2, 1) else " streamK" if self.split_k else ""
+            mode = " pairs" if self.cluster_mn == (2, 1) else " streamK" if self.split_k else \
+                " narrow" if self.mma_tile_mn == (128, 128) else ""
             return f"mixed {m}x{n} ab{self.ab_stages} a16x{SM90_A16_STAGES}" + mode
         if self.swap_ab:
             s += " swapAB"
@@ -143,6 +143,12 @@ def sm100_smem_bytes(cfg: KernelConfig) -> int:
     return cfg.ab_stages * stage + c + barriers
 
 
+def mixed_c_stage_bytes(cfg: KernelConfig) -> int:
+    """The mixed-input epilogue's C staging buffer: 64 rows of C x the tile's tile_m / 2
+    fp16 columns (16 KB; 8 KB in the narrow form)."""
+    return 64 * cfg.mma_tile_mn[0]
+
+
 def sm90_smem_bytes(cfg: KernelConfig) -> int:
     """Packed operands and scales per stage, plus `dec_stages` decoded fp16 64-code
     sub-blocks of every B (the wgmma reads B from shared memory; A is decoded into its
@@ -150,7 +156,7 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
     tm, tn = cfg.mma_tile_mn
     if cfg.a_prepass:  # packed B1 + B2 rows (tm) and their 2 scale atoms per stage; fp16 A ring; C staging
         return cfg.ab_stages * (tm * (K_BLOCK // 2) + 2 * 128 * (K_BLOCK // SF_VEC)) \
-            + SM90_A16_STAGES * tn * 64 * 2 + MIXED_C_STAGE_BYTES + 1024
+            + SM90_A16_STAGES * tn * 64 * 2 + mixed_c_stage_bytes(cfg) + 1024
     if cfg.skinny:  # per warp: ab_stages cp.async stages + its fp32 partial sums (skinny.py)
         lane_rows = cfg.gemms * tm // 8 + tn // 8  # rows of every B and of A a lane loads per chunk
         return cfg.k_warps * (cfg.ab_stages * lane_rows * 32 * 20 + cfg.gemms * tn * tm * 4)
@@ -224,9 +230,11 @@ def check_config(cfg: KernelConfig) -> list[str]:
             errs.append("skinny takes no swap_ab, split_k or cluster")
     else:
         if cfg.a_prepass and (cfg.problem != "dual" or (tm, tn) != (256, 128) or not cfg.swap_ab
-                              or cfg.ab_stages != 2 or cfg.cluster_mn not in ((1, 1), (2, 1))):
+                              or cfg.ab_stages != 2 or cfg.cluster_mn not in ((1, 1), (2, 1))) \
+                and not _mixed_narrow_ok(cfg):
             errs.append("a_prepass (mixed-input dual kernel) needs problem dual, tile (256, 128), swap_ab, "
-                        "ab_stages 2, cluster (1, 1) or (2, 1) (split-K pairs)")
+                        "ab_stages 2, cluster (1, 1) or (2, 1) (split-K pairs); or the narrow form: tile "
+                        "(128, 128), two consumer warpgroups, whole tiles (no split_k, no cluster)")
         if cfg.cta_group != 1:
             errs.append("sm_90a has no 2-CTA MMA: cta_group must be 1")
         if not cfg.rs_a or cfg.dec_stages not in (2, 3):
@@ -247,6 +255,14 @@ def check_config(cfg: KernelConfig) -> list[str]:
     if smem > SMEM_LIMIT[cfg.arch]:
         errs.append(f"shared memory {smem} B > {SMEM_LIMIT[cfg.arch]} B")
     return errs
+
+
+def _mixed_narrow_ok(cfg: KernelConfig) -> bool:
+    """The narrow mixed-input form (exp. 76): 64 columns of C per tile x 128 A rows, two
+    consumer warpgroups, each one m64 register operand whose rows interleave 32 rows of B1
+    with the same rows of B2 (rows r and r + 8 of each 16-row warp slab)."""
+    return (cfg.problem == "dual" and cfg.mma_tile_mn == (128, 128) and cfg.mma_warpgroups == 2
+            and cfg.swap_ab and cfg.ab_stages >= 2 and cfg.cluster_mn == (1, 1) and not cfg.split_k)
 
 
 def check_shape(problem: str, shape, arch: str | None = None) -> list[str]:
@@ -290,8 +306,8 @@ def dual_tiles(cfg: KernelConfig, shape) -> int:
     tm, tn = cfg.mma_tile_mn
     if cfg.skinny:  # CTAs: tm rows of B1 / B2 each, all of M, one batch
         return (n // tm) * l
-    if cfg.swap_ab:
-        return (n // 128) * -(-m // tn) * l
+    if cfg.swap_ab:  # tm register rows: tm / 2 of B1 on the same rows of B2
+        return (n // (tm // 2)) * -(-m // tn) * l
     return -(-m // tm) * (n // tn) * l
 
 
@@ -561,6 +577,15 @@ MIXED_PAIRS_MIN_N = 2048
 MIXED_PAIRS_MAX_SHORT_K = 4096
 
 
+def sm90_dual_mixed_narrow(ab_stages: int = 2) -> KernelConfig:
+    """The mixed-input dual kernel's narrow form (exp. 76): tiles of 64 columns of C (64 rows
+    of B1 and the same rows of B2, interleaved in the two consumer warpgroups' m64 register
+    operands) x 128 A rows, whole tiles: twice the tiles of the (256, 128) form with no
+    split-K reduction."""
+    return KernelConfig("dual", "sm_90a", (128, 128), mma_warpgroups=2, epi_tile_mn=(128, 32),
+                        rs_a=True, swap_ab=True, a_prepass=True, ab_stages=ab_stages)
+
+
 def sm90_dual_mixed_pairs() -> KernelConfig:
     """The mixed-input dual kernel as split-K pairs (cluster (2, 1), dual_mixed.py
     `pair_exchange`)."""
@@ -789,10 +814,13 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # tiles, split 2 ways over K -> 128 units: 37.5 us vs 41.3 for 128 tiles of 128x48 and
     # 44.3 for 128x128 split (96 units); H200, 2026-11-21, same run (experiment 22); 35.3
     # as 2-CTA cluster pairs (experiment 24).  The mixed-input kernel as split-K pairs tied
-    # it (H100, 2026-11-24, 1.007, exp. 72), so the pin stays.
-    ("sm_90a", "dual", DUAL_BENCHMARKS[2]): _sm90_dual_pairs(_sm90_fill(KernelConfig(
-        "dual", "sm_90a", (128, 96), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True), cap=3),
-        DUAL_BENCHMARKS[2]),
+    # it (H100, 2026-11-24, 1.007, exp. 72).  Now the mixed-input kernel's narrow form (96
+    # whole tiles of 64 columns x 128 A rows on 96 SMs, no split-K reduction): H100,
+    # 2026-11-25, ab_compare 4 rounds, 33.0 vs 33.8 us (0.975; exp. 76).  Not in the rule: on
+    # 256x4096x7168 and 384x2048x7168 it ties the split-K pairs (1.007, 1.010) and it loses
+    # with 64 tiles (256x2048x7168, 1.29: one k-block of a narrow tile takes ~1.65 us against
+    # ~1.48 for half of a whole tile's).
+    ("sm_90a", "dual", DUAL_BENCHMARKS[2]): sm90_dual_mixed_narrow(),
     # 512x3072: the rule's mixed-input kernel, stream-K (96 tiles x 28 k-blocks in 132
     # ranges of 20-21): 80.6 us vs 83.2 for the 128x96 tiles pinned here before (128 tiles,
     # one wave; B in 16-code quarter tasks), H200, 2026-11-21, same run (exp. 66).

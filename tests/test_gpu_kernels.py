@@ -382,6 +382,26 @@ def test_dual_mixed_explicit(shape):
 
 @_sm90_only
 @pytest.mark.parametrize("shape", [
+    (1, 128, 256, 1),  # one A row, 2 tiles: the second reads rows 64..127 of the scale atom
+    (100, 320, 512, 1),  # 5 tiles over N (the last one the first half of the third scale atom)
+    (200, 1024, 768, 1),  # ragged last row of tiles, 3 k-blocks
+    (256, 4096, 7168, 1),  # 128 tiles, one per CTA
+    (1100, 1024, 512, 1),  # 144 tiles: CTAs run 1-2 tiles (persistent, ring state carried)
+], ids=str)
+def test_dual_mixed_narrow(shape):
+    """The mixed-input dual kernel's narrow form (tiles of 64 columns of C x 128 A rows,
+    B1 and B2 rows interleaved in each consumer warpgroup's m64 register operand): even and
+    odd tiles read the two halves of a 128-row scale atom.  Poisoned C and scale padding,
+    twice."""
+    cfg = configs.sm90_dual_mixed_narrow()
+    assert not configs.check_config(cfg), configs.check_config(cfg)
+    data = R.generate_input(*shape, 37, device="cuda", poison_padding=True)
+    for _ in range(2):
+        _run_config(data, "dual", cfg, shape)
+
+
+@_sm90_only
+@pytest.mark.parametrize("shape", [
     (256, 4096, 7168, 1),  # 64 tiles = 64 clusters of 2 CTAs, 14 k-blocks per rank
     (1, 256, 512, 1),  # one A row, 2 tiles, one k-block per rank
     (200, 1024, 768, 1),  # ragged A rows (rank 1's C rows 64..127 of the last tile partly past M), 3 k-blocks: 1 + 2

@@ -595,3 +595,24 @@ def test_spread_rows_bijective_and_conflict_free(n_rows, bases, ways):
                 per_bank.setdefault((a // 4) % 32, set()).add(a)
             worst = max(worst, max(len(v) for v in per_bank.values()))
     assert worst == ways
+
+
+def test_mixed_narrow_row_pairing():
+    """The narrow mixed form's register rows (dual_mixed.b_row): the 256 consumer threads
+    cover B rows 0..63 four times each (the 4 lanes of a quad), and every thread's shuffle
+    partner lane + 4 (c_t_word) holds the next row b + 1 within the same 8-row group, with
+    the row parity the lane parity that c_t_lane selects by -- what store_c_t_staged's
+    32-bit word pairing (C[c, b], C[c, b + 1]) assumes."""
+    from collections import Counter
+
+    from nvfp4gemm.sm90.common import Sm90Common
+    from nvfp4gemm.sm90.dual_mixed import Sm90DualMixedKernel as K
+
+    rows = [K.b_row(ct) for ct in range(256)]
+    assert Counter(rows) == {b: 4 for b in range(64)}
+    for ct in range(256):
+        lane = ct % 32
+        odd, _sel = Sm90Common.c_t_lane(ct)
+        assert rows[ct] % 2 == odd
+        if (lane // 4) % 2 == 0:  # even lane quads pair with lane + 4
+            assert rows[ct + 4] == rows[ct] + 1

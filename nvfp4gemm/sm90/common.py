@@ -606,35 +606,37 @@ class Sm90Common:
 
     @cute.jit
     def store_c_t_staged(self, acc, tCcC, c_g, n0, m0, mg, ng, ct, stage, passes: cutlass.Constexpr = 0):
-        """`store_c_t` for a 128-column C tile (the dual SiLU pairing of a 256-row register
-        operand: rows r < 128 are C columns) through a 16 KB shared-memory buffer at `stage`,
-        64 rows of C at a time: each thread's words (`c_t_word`) go to a row-major (64, 128)
-        fp16 buffer (16-byte chunk XOR row % 8: an instruction's 8 rows x 16 bytes hit 32
-        distinct banks), then the 256 consumer threads store whole 256-byte rows of C with
-        16-byte stores (rows >= M_g skipped).  Stored straight (`store_c_t`), each warp
+        """`store_c_t` for a C tile of tile_m / 2 columns (the dual SiLU pairing of a tile_m-row
+        register operand: 128 columns, 64 in the narrow mixed form) through a shared-memory
+        buffer at `stage` (16 KB / 8 KB), 64 rows of C at a time: each thread's words
+        (`c_t_word`) go to a row-major (64, tile_m / 2) fp16 buffer (16-byte chunk XOR row % 8:
+        an instruction's 8 rows x 16 bytes hit 32 distinct banks), then the 256 consumer
+        threads store whole rows of C with 16-byte stores (rows >= M_g skipped).  Stored straight (`store_c_t`), each warp
         instruction writes 8 rows x 16 bytes: half sectors.  `passes` (> 0): only the first
         that many 64-row passes (a split-K pair rank holds its rows in pass 0's positions)."""
         scale = cutlass.Float32(decode.ACC_RESCALE)
         n0 = self.c_t_n0(n0)
         pairs = self.c_t_pairs(acc, tCcC)
-        assert self.tile_m == 256 and 4 * pairs == cute.size(acc), "staged C^T store: 128 columns of C"
+        assert self.tile_m in (128, 256) and 4 * pairs == cute.size(acc), "staged C^T store: SiLU pairs"
         odd, sel = self.c_t_lane(ct)
         per = pairs // (self.tile_n // 64)  # pairs of a pass: columns c of the accumulator in [64 p, 64 p + 64)
         nt = self.num_mma_threads
-        assert self.tile_n % 64 == 0 and ((64 * 256) // 16) % nt == 0
+        rb = self.tile_m  # bytes of one row of C in the tile: tile_m / 2 columns of fp16
+        chunks = rb // 16
+        assert self.tile_n % 64 == 0 and ((64 * rb) // 16) % nt == 0
         for p in cutlass.range_constexpr(passes or self.tile_n // 64):
             for ii in cutlass.range_constexpr(per):
                 r, c, v, q = self.c_t_word(acc, tCcC, p * per + ii, scale)
                 row = c + odd - 64 * p  # row of C inside the pass
                 col_b = (r - odd) * 2  # byte of the word inside the 256-byte row
-                decode.st_shared_u32(stage + row * 256 + ((((col_b >> 4) ^ (row & 7)) << 4) | (col_b & 15)),
+                decode.st_shared_u32(stage + row * rb + ((((col_b >> 4) ^ (row & 7)) << 4) | (col_b & 15)),
                                      decode.prmt(v, q, sel))
             self.epi_barrier.arrive_and_wait()
-            for k in cutlass.range_constexpr((64 * 256) // 16 // nt):
+            for k in cutlass.range_constexpr((64 * rb) // 16 // nt):
                 qd = ct + nt * k
-                row = qd // 16
-                ch = qd % 16
-                w = decode.ld_shared_v4_u32(stage + row * 256 + ((ch ^ (row & 7)) << 4))
+                row = qd // chunks
+                ch = qd % chunks
+                w = decode.ld_shared_v4_u32(stage + row * rb + ((ch ^ (row & 7)) << 4))
                 grow = m0 + 64 * p + row
                 if grow < mg:
                     decode.st_global_v4_u32(c_g + (Int64(grow) * ng + n0 + ch * 8) * 2, w[0], w[1], w[2], w[3])

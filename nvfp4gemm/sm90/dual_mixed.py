@@ -30,6 +30,12 @@ thread:
        Epilogue: silu(x1) * x2 (shared `epilogue.silu_mul`), the transposed tile staged 64
             rows of C at a time in a 16 KB buffer and stored as whole 256-byte rows
             (`Sm90Common.store_c_t_staged`; rows of C past M skipped).
+  Narrow form (config tile (128, 128), exp. 76): tiles of 64 columns of C x 128 A rows,
+  whole K per CTA, twice the tiles of the (256, 128) form and no reduction.  Each consumer
+  warpgroup's m64 register operand interleaves 32 rows of B1 (rows 0-7 of every 16-row warp
+  slab) with the same rows of B2 (rows 8-15), so a thread's accumulator rows r0 and r0 + 8
+  are x1 and x2 of one column of C (`decode_b_interleaved`, `c_t_word`).  H100: 256x3072x4096
+  0.975x the 128 x 96 pairs it replaces; a tie with the split-K pairs on 256x4096x7168.
   Stream-K assumes every CTA of the grid is resident at once (one per SM, grid <= SMs),
   as persistent kernels do: a finisher spins on flags of CTAs that never wait themselves.
   Split-K pairs (config cluster_mn (2, 1), exp. 72): instead of stream-K, a grid of 2 x
@@ -62,12 +68,13 @@ from cutlass import Int32, Int64
 from cutlass.cute.nvgpu import warpgroup
 
 import configs
-from configs import K_BLOCK, MIXED_C_STAGE_BYTES, SM90_A16_STAGES, KernelConfig, check_shape, dual_tiles, sm90_smem_bytes
+from configs import (K_BLOCK, SM90_A16_STAGES, KernelConfig, check_shape, dual_tiles, mixed_c_stage_bytes,
+                     sm90_smem_bytes)
 from nvfp4gemm import scheduler
+from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, DualSiluPairs, Sm90Common, sm_count
 
-N_PER_TILE = 128  # columns of C per tile: 128 rows of B1 + the same rows of B2
 PREPASS_THREADS = 256
 # Pre-pass routing of one 32-code half row (4 words, `decode.decode_word` each): 16-byte
 # chunk c of the half holds fp16 pair PREPASS_CHUNKS[c][i] = (word, output) for i = 0..3,
@@ -89,6 +96,13 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         # (s + 1) K/2) and the pair reduce-scatters through distributed shared memory
         # (`pair_exchange`) instead of a stream-K partial through global memory
         self.cluster_pairs = config.cluster_mn == (2, 1)
+        # columns of C per tile: tile_m / 2 rows of B1 on the same rows of B2 (128; 64 in the
+        # narrow form, tile (128, 128))
+        self.n_per_tile = self.tile_m // 2
+        # narrow form (exp. 76): each consumer warpgroup's m64 register operand holds rows b of
+        # B1 (warp slab rows 0-7) and the same rows of B2 (rows 8-15), b = 32 wg + 8 warp + lane / 4,
+        # so a thread's x1 and x2 of one column of C share its accumulator rows r0, r0 + 8
+        self.interleaved = self.n_per_tile == 64
 
     def b_task_codes(self) -> int:
         return 32  # pair-major K order (no quarter tasks here)
@@ -105,8 +119,9 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
     def can_implement(config: KernelConfig, m: int, n: int, k: int, l: int) -> None:
         Sm90DualMixedKernel.check_config(config)
         errs = check_shape("dual", (m, n, k, l), "sm_90a")
-        if n % N_PER_TILE:
-            errs.append(f"N={n} must be a multiple of {N_PER_TILE} (the mixed-input tile)")
+        npt = config.mma_tile_mn[0] // 2
+        if n % npt:
+            errs.append(f"N={n} must be a multiple of {npt} (the mixed-input tile)")
         if l != 1:
             errs.append(f"L={l}: the mixed-input dual kernel runs one batch (L == 1)")
         if config.cluster_mn == (2, 1) and k < 2 * K_BLOCK:
@@ -117,9 +132,10 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
     # ------------------------------------------------------------------ trace-time setup
     def _make_layouts(self):
         u8_atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, cutlass.Uint8)
-        # (128, 128 bytes, 2 x stages) packed B rows: half 2s is B1's 128 rows of stage s,
-        # 2s + 1 B2's, i.e. a (256, 128) stage whose rows 128.. are B2 (decode_a's rep 1)
-        self.b_half_layout = cute.tile_to_shape(u8_atom, (N_PER_TILE, K_BLOCK // 2, 2 * self.ab_stages),
+        # (n_per_tile, 128 bytes, 2 x stages) packed B rows: half 2s is B1's rows of stage s,
+        # 2s + 1 B2's, i.e. a (tile_m, 128) stage whose rows n_per_tile.. are B2 (decode_a's
+        # rep 1; the narrow form's r0 + 8 rows)
+        self.b_half_layout = cute.tile_to_shape(u8_atom, (self.n_per_tile, K_BLOCK // 2, 2 * self.ab_stages),
                                                 order=(0, 1, 2))
         # (128 words, 4 sub-blocks, 2 x stages) scale words: atom 2s B1's, 2s + 1 B2's
         self.sf_layout = cute.make_layout((128, K_BLOCK // 64, 2 * self.ab_stages),
@@ -140,7 +156,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
                   "sBp": buf(cutlass.Uint8, cute.cosize(self.b_half_layout)),
                   "sSF": buf(cutlass.Int32, cute.cosize(self.sf_layout)),
                   "sA16": buf(cutlass.Float16, cute.cosize(self.a16_layout)),
-                  "sC": buf(cutlass.Uint8, MIXED_C_STAGE_BYTES)}  # C rows staged by the epilogue
+                  "sC": buf(cutlass.Uint8, mixed_c_stage_bytes(self.config))}  # C rows staged by the epilogue
         self.shared_storage = cute.struct(type("Storage", (), {"__annotations__": fields}))
         ours = shared_storage_bytes(self.config)
         assert ours <= 232448, f"shared memory {ours} B over the sm_90a limit"
@@ -195,8 +211,8 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         tma_a16, tA16 = cute.nvgpu.cpasync.make_tiled_tma_atom(
             cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), mA16,
             cute.slice_(self.a16_layout, (None, None, 0)), (self.tile_n, SUB_K))
-        tma_b1, tB1 = self.make_tma_load(mB1, self.b_half_layout, N_PER_TILE)
-        tma_b2, tB2 = self.make_tma_load(mB2, self.b_half_layout, N_PER_TILE)
+        tma_b1, tB1 = self.make_tma_load(mB1, self.b_half_layout, self.n_per_tile)
+        tma_b2, tB2 = self.make_tma_load(mB2, self.b_half_layout, self.n_per_tile)
         tma_sfb1, tSFB1 = self.make_tma_load_sf(mSFB1, self.sf_layout)
         tma_sfb2, tSFB2 = self.make_tma_load_sf(mSFB2, self.sf_layout)
         halves = m * (k // 32)
@@ -275,7 +291,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         b_pipe = self._make_pipe(st.mbar.data_ptr(), self.ab_stages, self.tx_bytes, self.num_mma_wg * 4)
         a_pipe = self._make_pipe(st.mbar16.data_ptr(), self.a16_stages, self.tx_a16, self.num_mma_threads)
         tiles_m = (m + self.tile_n - 1) // self.tile_n  # tiles over A rows (ragged: zero-filled)
-        tiles_n = n // N_PER_TILE
+        tiles_n = n // self.n_per_tile
         k_blocks = k // K_BLOCK
         cute.arch.sync_threads()
         wg = cute.arch.make_warp_uniform(tidx // 128)
@@ -331,8 +347,8 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         # (128, 64, RestM, RestK64) fp16 sub-blocks of A16
         gA16 = cute.local_tile(mA16, (self.tile_n, SUB_K), (None, None))
         # (128, 128, RestN, RestKB) packed tiles of B1, B2
-        gB1 = cute.local_tile(mB1, (N_PER_TILE, K_BLOCK // 2), (None, None))
-        gB2 = cute.local_tile(mB2, (N_PER_TILE, K_BLOCK // 2), (None, None))
+        gB1 = cute.local_tile(mB1, (self.n_per_tile, K_BLOCK // 2), (None, None))
+        gB2 = cute.local_tile(mB2, (self.n_per_tile, K_BLOCK // 2), (None, None))
         # (128, 4, 1, atoms / 4): one k-block of scale words of 128 rows
         gSFB1 = cute.local_tile(mSFB1, (128, 4), (None, None))
         gSFB2 = cute.local_tile(mSFB2, (128, 4), (None, None))
@@ -356,8 +372,10 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
                 si = bst.index
                 cute.copy(tma_b1, tB1g[(None, nb, kb)], tB1s[(None, 2 * si)], tma_bar_ptr=bar)
                 cute.copy(tma_b2, tB2g[(None, nb, kb)], tB2s[(None, 2 * si + 1)], tma_bar_ptr=bar)
-                cute.copy(tma_sfb1, tSF1g[(None, 0, nb * k_blocks + kb)], tSF1s[(None, 2 * si)], tma_bar_ptr=bar)
-                cute.copy(tma_sfb2, tSF2g[(None, 0, nb * k_blocks + kb)], tSF2s[(None, 2 * si + 1)], tma_bar_ptr=bar)
+                # the 128-row scale atoms holding the tile's B rows (a narrow tile is half of one)
+                atom = (nb // (128 // self.n_per_tile)) * k_blocks + kb
+                cute.copy(tma_sfb1, tSF1g[(None, 0, atom)], tSF1s[(None, 2 * si)], tma_bar_ptr=bar)
+                cute.copy(tma_sfb2, tSF2g[(None, 0, atom)], tSF2s[(None, 2 * si + 1)], tma_bar_ptr=bar)
                 b_pipe.producer_commit(bst)
                 bst.advance()
                 cute.arch.griddepcontrol_wait()  # the pre-pass's A16 (a no-op once it has completed)
@@ -396,14 +414,16 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
             mb, nb, _lb = scheduler.linear_to_mnl(tile, tiles_m, tiles_n, self.raster_m)
             acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+            # narrow form: this thread's row in the 128-row scale atoms (odd tiles: + 64)
+            sf_r0 = self.b_row(ct) + (nb % 2) * 64 if self.interleaved else None
             bread, aread, afree = self.mainloop_mixed(b_pipe, a_pipe, bread, aread, afree, kb0, kb1, tiled_mma,
-                                                      acc, ra, tCrB, b_p, sf_p)
+                                                      acc, ra, tCrB, b_p, sf_p, sf_r0)
             finish = Int32(1)
             if cutlass.const_expr(self.cluster_pairs):
                 # rank s keeps rows [64 s, 64 s + 64) of the C tile, summed over the pair,
                 # in its pass-0 accumulator positions, and stores only those rows
                 self.pair_exchange(acc, s, a16_p)
-                self.store_c_t_staged(acc, tCcC, c_ptr.toint(), nb * N_PER_TILE, mb * self.tile_n + 64 * s, m, n,
+                self.store_c_t_staged(acc, tCcC, c_ptr.toint(), nb * self.n_per_tile, mb * self.tile_n + 64 * s, m, n,
                                       ct, c_stage, passes=1)
                 finish = Int32(0)
             elif cutlass.const_expr(self.config.split_k):
@@ -415,8 +435,47 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
                     else:  # the CTA's last segment: add the others' partials, then store
                         self.add_partials(acc, ws_ptr.toint(), flags_ptr.toint(), cta, ns, a16_p, ct)
             if finish != 0:
-                self.store_c_t_staged(acc, tCcC, c_ptr.toint(), nb * N_PER_TILE, mb * self.tile_n, m, n, ct, c_stage)
+                self.store_c_t_staged(acc, tCcC, c_ptr.toint(), nb * self.n_per_tile, mb * self.tile_n, m, n, ct, c_stage)
             tile_dp, u, tile, kb0, kb1, s, ns, valid = self.walk_next(walk, tile_dp, u, end, kb0, kb1, k_blocks)
+
+    # ------------------------------------------------------------------ narrow form (exp. 76)
+    @staticmethod
+    def b_row(ct):
+        """Narrow form: the B1 / B2 row (0..63 of the tile) of consumer thread ct's register rows."""
+        return 32 * (ct // 128) + 8 * ((ct % 128) // 32) + (ct % 32) // 4
+
+    @cute.jit
+    def decode_b_interleaved(self, ra, b_src, sf, j: cutlass.Constexpr, sf_row):
+        """Narrow form: sub-block j of the packed stage (B1 rows 0..63, B2 rows 64..127) into
+        the thread's register rows r0 <- B1 row b, r0 + 8 <- B2 row b (`Sm90Common._decode_a_pairs`
+        with those stage rows), scale words from row sf_row of the B1 and B2 atoms."""
+        b = self.b_row(cute.arch.thread_idx()[0] - 128)
+        sw1 = decode.ld_shared_u32(sf + (j * 128 + (sf_row % 32) * 4 + sf_row // 32) * 4)
+        sw2 = decode.ld_shared_u32(sf + SF_STAGE_BYTES + (j * 128 + (sf_row % 32) * 4 + sf_row // 32) * 4)
+        self._decode_a_pairs(ra.frag32[j % 2], 0, b_src, b, 64 + b, sw1, sw2, ra, j)
+
+    def c_t_pairs(self, acc, tCcC) -> int:
+        if not self.interleaved:
+            return DualSiluPairs.c_t_pairs(self, acc, tCcC)
+        # one m64 rep: value 4i + e is (row r0 + 8 (e // 2), column 8i + e % 2) -- x1 rows r0, x2 r0 + 8
+        assert str(tCcC.layout) == "((2,2,16),1,1):((1@1,8@0,8@1),0,0)", tCcC.layout
+        return cute.size(acc) // 4
+
+    def c_t_pair(self, acc, i, scale):
+        if not self.interleaved:
+            return DualSiluPairs.c_t_pair(self, acc, i, scale)
+        y0 = silu_mul(acc[4 * i] * scale, acc[4 * i + 2] * scale)
+        y1 = silu_mul(acc[4 * i + 1] * scale, acc[4 * i + 3] * scale)
+        return decode.pack_f16x2(y0, y1)
+
+    def c_t_word(self, acc, tCcC, i, scale):
+        """Narrow form: as Sm90Common.c_t_word with the thread's B row as r (lane + 4, the
+        shuffle partner, holds row b + 1 of the same columns)."""
+        if not self.interleaved:
+            return Sm90Common.c_t_word(self, acc, tCcC, i, scale)
+        _r, c = tCcC[4 * i]
+        p = self.c_t_pair(acc, i, scale)
+        return self.b_row(cute.arch.thread_idx()[0] - 128), c, p, cute.arch.shuffle_sync_bfly(p, 4)
 
     # ------------------------------------------------------------------ split-K pairs
     def _pass_index(self, acc, i: int, p: int) -> int:
@@ -511,7 +570,8 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
                     acc[4 * j + i] = acc[4 * j + i] + v[i]
 
     @cute.jit
-    def mainloop_mixed(self, b_pipe, a_pipe, bread, aread, afree, kb0, kb1, tiled_mma, acc, ra, tCrB, b_p, sf_p):
+    def mainloop_mixed(self, b_pipe, a_pipe, bread, aread, afree, kb0, kb1, tiled_mma, acc, ra, tCrB, b_p, sf_p,
+                       sf_r0):
         """One segment's k-loop (k-blocks kb0 .. kb1 - 1 of a tile).  Sub-block `it`: wait until wgmma(it - 2) is done (it read
         this A-register parity and A16 stage it - 2, which is then released), decode B1/B2
         rows into the registers, wait for A16 sub-block it, issue the wgmmas (async).  The
@@ -535,7 +595,11 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
                     if kb > kb0:
                         self.release_a16(a_pipe, afree)
                         afree.advance()
-                self.decode_a(ra, b_p + si * self.a_stage_bytes, sf_p + si * (2 * SF_STAGE_BYTES), j)
+                if cutlass.const_expr(self.interleaved):
+                    self.decode_b_interleaved(ra, b_p + si * self.a_stage_bytes, sf_p + si * (2 * SF_STAGE_BYTES),
+                                              j, sf_r0)
+                else:
+                    self.decode_a(ra, b_p + si * self.a_stage_bytes, sf_p + si * (2 * SF_STAGE_BYTES), j)
                 if cutlass.const_expr(j == K_BLOCK // SUB_K - 1):
                     b_pipe.consumer_release(bread)
                 cute.nvgpu.warpgroup.fence()
