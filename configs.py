@@ -318,8 +318,8 @@ def fits(cfg: KernelConfig, shape) -> bool:
         m, n, _, l = shape
         if cfg.skinny:
             return m <= tn and n % tm == 0
-        if cfg.swap_ab:  # sm_90a: a tile covers 128 columns of B1 and of B2; one batch
-            return n % 128 == 0 and l == 1
+        if cfg.swap_ab:  # sm_90a: a tile covers tm / 2 columns of B1 and of B2 (128; 64 narrow); one batch
+            return n % (tm // 2) == 0 and l == 1
         # sm_90a: the last row of tiles may be partial (TMA bounds)
         return (cfg.arch == "sm_90a" or m % tm == 0) and n % tn == 0
     # grouped: M is ragged (bounded loads/stores); N must be whole tiles

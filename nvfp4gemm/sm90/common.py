@@ -611,8 +611,8 @@ class Sm90Common:
         buffer at `stage` (16 KB / 8 KB), 64 rows of C at a time: each thread's words
         (`c_t_word`) go to a row-major (64, tile_m / 2) fp16 buffer (16-byte chunk XOR row % 8:
         an instruction's 8 rows x 16 bytes hit 32 distinct banks), then the 256 consumer
-        threads store whole rows of C with 16-byte stores (rows >= M_g skipped).  Stored straight (`store_c_t`), each warp
-        instruction writes 8 rows x 16 bytes: half sectors.  `passes` (> 0): only the first
+        threads store whole rows of C with 16-byte stores (rows >= M_g skipped).  Stored
+        straight (`store_c_t`), each warp instruction writes 8 rows x 16 bytes: half sectors.  `passes` (> 0): only the first
         that many 64-row passes (a split-K pair rank holds its rows in pass 0's positions)."""
         scale = cutlass.Float32(decode.ACC_RESCALE)
         n0 = self.c_t_n0(n0)
