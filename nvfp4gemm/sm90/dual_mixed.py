@@ -456,14 +456,14 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
 
     def c_t_pairs(self, acc, tCcC) -> int:
         if not self.interleaved:
-            return DualSiluPairs.c_t_pairs(self, acc, tCcC)
+            return super().c_t_pairs(acc, tCcC)
         # one m64 rep: value 4i + e is (row r0 + 8 (e // 2), column 8i + e % 2) -- x1 rows r0, x2 r0 + 8
         assert str(tCcC.layout) == "((2,2,16),1,1):((1@1,8@0,8@1),0,0)", tCcC.layout
         return cute.size(acc) // 4
 
     def c_t_pair(self, acc, i, scale):
         if not self.interleaved:
-            return DualSiluPairs.c_t_pair(self, acc, i, scale)
+            return super().c_t_pair(acc, i, scale)
         y0 = silu_mul(acc[4 * i] * scale, acc[4 * i + 2] * scale)
         y1 = silu_mul(acc[4 * i + 1] * scale, acc[4 * i + 3] * scale)
         return decode.pack_f16x2(y0, y1)
@@ -472,7 +472,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         """Narrow form: as Sm90Common.c_t_word with the thread's B row as r (lane + 4, the
         shuffle partner, holds row b + 1 of the same columns)."""
         if not self.interleaved:
-            return Sm90Common.c_t_word(self, acc, tCcC, i, scale)
+            return super().c_t_word(acc, tCcC, i, scale)
         _r, c = tCcC[4 * i]
         p = self.c_t_pair(acc, i, scale)
         return self.b_row(cute.arch.thread_idx()[0] - 128), c, p, cute.arch.shuffle_sync_bfly(p, 4)
