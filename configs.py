@@ -144,9 +144,10 @@ def sm100_smem_bytes(cfg: KernelConfig) -> int:
 
 
 def mixed_c_stage_bytes(cfg: KernelConfig) -> int:
-    """The mixed-input epilogue's C staging buffer: 64 rows of C x the tile's tile_m / 2
-    fp16 columns (16 KB; 8 KB in the narrow form)."""
-    return 64 * cfg.mma_tile_mn[0]
+    """The mixed-input dual epilogue's C staging buffer: 64 rows of C x the tile's tile_m / 2
+    fp16 columns (16 KB; 8 KB in the narrow form).  The grouped kernel stores C^T straight
+    from the accumulators (`Sm90Common.store_c_t`): none."""
+    return 64 * cfg.mma_tile_mn[0] if cfg.problem == "dual" else 0
 
 
 def sm90_smem_bytes(cfg: KernelConfig) -> int:
@@ -154,7 +155,8 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
     sub-blocks of every B (the wgmma reads B from shared memory; A is decoded into its
     registers, rs_a), plus the C staging buffers."""
     tm, tn = cfg.mma_tile_mn
-    if cfg.a_prepass:  # packed B1 + B2 rows (tm) and their 2 scale atoms per stage; fp16 A ring; C staging
+    if cfg.a_prepass:  # packed register-operand rows (tm: B1 + B2, or B_g) and 2 scale atoms per stage;
+        # fp16 A ring; C staging
         return cfg.ab_stages * (tm * (K_BLOCK // 2) + 2 * 128 * (K_BLOCK // SF_VEC)) \
             + SM90_A16_STAGES * tn * 64 * 2 + mixed_c_stage_bytes(cfg) + 1024
     if cfg.skinny:  # per warp: ab_stages cp.async stages + its fp32 partial sums (skinny.py)
@@ -229,9 +231,12 @@ def check_config(cfg: KernelConfig) -> list[str]:
         if cfg.swap_ab or cfg.split_k or cfg.cluster_mn != (1, 1):
             errs.append("skinny takes no swap_ab, split_k or cluster")
     else:
-        if cfg.a_prepass and (cfg.problem != "dual" or (tm, tn) != (256, 128) or not cfg.swap_ab
-                              or cfg.ab_stages != 2 or cfg.cluster_mn not in ((1, 1), (2, 1))) \
-                and not _mixed_narrow_ok(cfg):
+        if cfg.a_prepass and cfg.problem == "group" and cfg != sm90_group_mixed():
+            errs.append("a_prepass (mixed-input grouped kernel) needs tile (256, 128), swap_ab, ab_stages 2, "
+                        "split_k (stream-K segments), no cluster")
+        if cfg.a_prepass and cfg.problem == "dual" and (
+                (tm, tn) != (256, 128) or not cfg.swap_ab or cfg.ab_stages != 2
+                or cfg.cluster_mn not in ((1, 1), (2, 1))) and not _mixed_narrow_ok(cfg):
             errs.append("a_prepass (mixed-input dual kernel) needs problem dual, tile (256, 128), swap_ab, "
                         "ab_stages 2, cluster (1, 1) or (2, 1) (split-K pairs); or the narrow form: tile "
                         "(128, 128), two consumer warpgroups, whole tiles (no split_k, no cluster)")
@@ -606,6 +611,116 @@ def _sm90_mixed_rule(shape) -> KernelConfig | None:
     return None
 
 
+def sm90_group_mixed() -> KernelConfig:
+    """sm_90a grouped GEMM in the mixed-input form (nvfp4gemm/sm90/grouped_mixed.py, exps. 69
+    and 78): every group's A decoded once to fp16 by a pre-pass, B_g decoded into wgmma
+    registers.  Tile: 256 rows of B_g (the register operand) x 128 rows of A_g; stream-K
+    segments made on the host (`mixed_group_plan`)."""
+    return KernelConfig("group", "sm_90a", (256, 128), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
+                        swap_ab=True, a_prepass=True, ab_stages=2, split_k=True)
+
+
+# The grouped mixed-input kernel where the cost ranking below picks a stored-decode tile (M_g
+# large enough that the swap kernel's 64-row padding does not win), every N_g >= MIXED_GROUP_MIN_N
+# (the pre-pass writes A16 for every group: its cost per MAC grows as N shrinks, as for the
+# dual kernel's MIXED_MIN_N) and its 256 x 128 tiles fill >= MIXED_GROUP_MIN_WAVE of the SMs
+# (fewer tiles are all cut into stream-K segments).  Fitted to 10 shapes, H100, 2026-11-25
+# (notes/sm90.md exp. 78), new / the rule before: picked and faster -- leaderboard g8 N4096
+# K7168 0.938 (ab_compare, 132 vs 141 us), g8 N7168 K2048 0.969, prefill g8 M384-640 N14336
+# K4096 0.973, g8 M384-640 N4096 K14336 0.984, g8 M128 N4096 K7168 0.982, g4 M64-256 N7168
+# K2048 0.992; left out and slower -- leaderboard g2 N3072 K4096 1.10 and g2 N4096 K1536 1.38
+# (60 / 64 tiles), g16 M64-200 N2048 K4096 1.064 and g8 M256 N2048 K7168 1.050 (N 2048), g8
+# M64 N4096 K7168 1.155 (the swap kernel's pick).
+MIXED_GROUP_MIN_N = 4096
+MIXED_GROUP_MIN_WAVE = 0.9
+
+
+def _sm90_group_mixed_ok(shape) -> bool:
+    tm, tn = sm90_group_mixed().mma_tile_mn
+    if not all(n >= MIXED_GROUP_MIN_N and n % tm == 0 for _m, n, _k in shape):
+        return False
+    tiles = sum((n // tm) * ceil_div(m, tn) for m, n, _k in shape)
+    return tiles >= MIXED_GROUP_MIN_WAVE * SM_COUNT["sm_90a"]
+
+
+def mixed_group_plan(shapes, sms: int, tile=(256, 128)) -> dict:
+    """Host schedule of the grouped mixed-input kernel (one persistent CTA per SM).
+
+    Tiles: per group g, B_g's rows in blocks of tile[0] (nb) x A_g's rows in blocks of
+    tile[1] (m0; the last one ragged), ordered (g, nb, m0) so that CTAs running at one time
+    share B_g blocks and A_g in L2.  Work: the tiles' k-blocks in that order, cut into
+    contiguous CTA ranges (stream-K) by the smallest per-CTA budget under which a greedy
+    fill needs at most `sms` CTAs.  A split tile's k-block-0 segment is its CTA's last work
+    (the finisher, charged STREAM_K_SEGMENT_KB k-blocks per partial it adds), every other
+    segment is its CTA's first (a writer, charged one partial); segment s of a tile lies on
+    CTA c + s, so writers never wait (mixed.py).
+
+    Returns dict: segs (rows g, nb, m0, kb0, kb1, s, ns), seg_offs (ctas + 1: CTA c runs
+    segs[seg_offs[c]:seg_offs[c + 1]]), row0 (A16 row of each group's row 0: groups padded
+    to tile[1] rows), a16_rows, ctas."""
+    tm, tn = tile
+    pen = STREAM_K_SEGMENT_KB
+    tiles, row0, r = [], [], 0
+    for g, (m, n, k) in enumerate(shapes):
+        row0.append(r)
+        r += ceil_div(m, tn) * tn
+        tiles += [(g, nb, m0, k // K_BLOCK) for nb in range(n // tm) for m0 in range(0, m, tn)]
+
+    def fill(budget_t):
+        """Per-CTA segment lists [(tile, kb0, kb1)] under budget_t, or None if over sms CTAs."""
+        ctas, i, u = [], 0, 0
+        while i < len(tiles):
+            if len(ctas) == sms:
+                return None
+            budget, segs = budget_t, []
+            while i < len(tiles):
+                kbs = tiles[i][3]
+                rest = (kbs - u) + (pen if u > 0 else 0)  # a writer pays for its partial
+                if rest <= budget:
+                    segs.append((i, u, kbs))
+                    budget -= rest
+                    i, u = i + 1, 0
+                    continue
+                # a part: a writer (u > 0, the CTA's first segment) or the tile's finisher
+                # (u == 0, its last), charged for the partials it will add
+                parts = 1 if u > 0 else max(1, math.ceil(kbs / budget_t) - 1)
+                take = min(int(budget - pen * parts), kbs - u - 1)
+                if take >= 1 and (u > 0 or not segs or take >= 2):
+                    segs.append((i, u, u + take))
+                    u += take
+                break
+            if not segs:
+                return None
+            ctas.append(segs)
+        return ctas
+
+    total = sum(t[3] for t in tiles)
+    lo, hi = total / sms, 2 * total / sms + 4 * max(t[3] for t in tiles)
+    best = fill(hi)
+    while best is None:
+        hi *= 2
+        best = fill(hi)
+    for _ in range(40):  # binary search on the budget
+        mid = (lo + hi) / 2
+        f = fill(mid)
+        if f is None:
+            lo = mid
+        else:
+            hi, best = mid, f
+    owners: dict[int, list] = {}  # tile -> [CTA of each segment], in k order
+    for c, segs in enumerate(best):
+        for i, _kb0, _kb1 in segs:
+            owners.setdefault(i, []).append(c)
+    rows, offs = [], [0]
+    for c, segs in enumerate(best):
+        for i, kb0, kb1 in segs:
+            own = owners[i]
+            g, nb, m0, _kbs = tiles[i]
+            rows.append((g, nb, m0, kb0, kb1, own.index(c), len(own)))
+        offs.append(len(rows))
+    return {"segs": rows, "seg_offs": offs, "row0": row0, "a16_rows": r, "ctas": len(best)}
+
+
 SKINNY_MAX_M = 16  # dual M / grouped max M_g up to this: the mma.sync kernels on sm_90a (skinny.py)
 
 
@@ -720,6 +835,8 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         # kernel measured 2-9% slower on the three unsplit benchmark cases (H200, same run;
         # the dual kernel the other way round, 1-2% faster: notes/sm90.md experiment 26)
         best = min(cands, key=lambda c: sm90_group_cost(c, shape))
+        if not best.swap_ab and _sm90_group_mixed_ok(shape):
+            return sm90_group_mixed()
         if best.swap_ab:
             # every group's M fits 16 / 32 rows: narrow the MMA N side (same tile count, so
             # the cost ranking holds; H200: g8 x M 8, N 4096, K 7168 81.0 -> 66.9 us, exp. 41)

@@ -78,6 +78,7 @@ def device_arch() -> str | None:
 VARIANT_KERNELS = {
     ("dual", "sm_90a", "swap_ab"): ("nvfp4gemm.sm90.dual_swap", "Sm90DualSwapKernel"),
     ("dual", "sm_90a", "a_prepass"): ("nvfp4gemm.sm90.dual_mixed", "Sm90DualMixedKernel"),
+    ("group", "sm_90a", "a_prepass"): ("nvfp4gemm.sm90.grouped_mixed", "Sm90GroupedMixedKernel"),
     ("dual", "sm_90a", "skinny"): ("nvfp4gemm.sm90.dual_skinny", "Sm90DualSkinnyKernel"),
     ("group", "sm_90a", "skinny"): ("nvfp4gemm.sm90.grouped_skinny", "Sm90GroupedSkinnyKernel"),
 }

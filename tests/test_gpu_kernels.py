@@ -443,3 +443,37 @@ def test_dual_mixed_stream_k(shape):
         _run_config(data, "dual", cfg, shape)
     _ws, flags = dm.stream_k_workspace(data[-1], ctas)
     assert int(flags.abs().sum()) == 0, "stream-K flags not reset"
+
+
+# ragged groups for the grouped mixed-input kernel: M_g 1, 7, 33, 130, 257, 300 (A16 padding
+# rows, ragged last A block), K differing per group (A16 row stride K_max)
+_GM_RAGGED = ((1, 512, 2048), (7, 256, 1024), (33, 768, 2048), (130, 512, 512), (257, 256, 2048), (300, 1024, 1536))
+
+
+@_sm90_only
+@pytest.mark.parametrize("shape", [
+    configs.GROUP_BENCHMARKS[0], configs.GROUP_BENCHMARKS[1],
+    _GM_RAGGED,  # 21 tiles over 132 CTAs: every tile cut into several stream-K segments
+    ((1, 256, 7168), (300, 256, 7168)),  # 4 tiles x 28 k-blocks: chains of up to ~7 segments per tile
+    ((600, 14336, 4096), (384, 14336, 4096)),  # 448 tiles: several whole tiles per CTA
+], ids=["g8-N4096-K7168", "g8-N7168-K2048", "ragged", "few-tiles", "many-tiles"])
+def test_grouped_mixed(shape):
+    """The grouped mixed-input kernel (A pre-pass to fp16 + PDL, B_g in wgmma registers,
+    host-made stream-K segments): poisoned C and scale padding; the same input three times
+    (cached A16 buffer and schedule, the flags each finisher resets reused), bit-identical
+    results (fixed reduction order), flags left zero."""
+    from nvfp4gemm.sm90 import grouped_mixed as gm
+
+    cfg = configs.sm90_group_mixed()
+    gm.Sm90GroupedMixedKernel.can_implement(cfg, shape)
+    ms, ns, ks = (list(x) for x in zip(*shape))
+    data = R.generate_input(ms, ns, ks, len(shape), 31, device="cuda", poison_padding=True)
+    _run_config(data, "group", cfg, shape)
+    first = [c.clone() for _, _, c in data[0]]
+    for _ in range(2):
+        _run_config(data, "group", cfg, shape)
+        for c0, (_, _, c) in zip(first, data[0]):
+            assert torch.equal(c0, c), "stream-K result changed between calls"
+    rows, _shapes = gm.group_table_rows(data)
+    tabs = gm.cached_launch_tables(("mixed", cfg) + tuple(tuple(r) for r in rows), None)
+    assert int(tabs[7].abs().sum()) == 0, "stream-K flags not reset"

@@ -101,3 +101,45 @@ def test_stream_k_plan_leaderboard():
     assert configs.stream_k_plan(48, 16, 132) == (128, 0)  # 256x3072x4096: 6, not 16
     assert configs.stream_k_plan(192, 6, 132) == (132, 0)  # 3072x1024x1536: 9, not 12
     assert configs.stream_k_plan(300, 7, 132) == (132, 300)  # 2+ waves: whole tiles
+
+
+# ---------------------------------------------------------------- grouped mixed-input plan
+
+_GM_SHAPES = list(configs.GROUP_BENCHMARKS) + [
+    ((1, 512, 2048), (7, 256, 1024), (33, 768, 2048), (130, 512, 512), (257, 256, 2048), (300, 1024, 1536)),
+    ((1, 256, 7168), (300, 256, 7168)),
+    ((600, 14336, 4096), (384, 14336, 4096)),
+] + [tuple((rnd.randint(1, 700), 256 * rnd.randint(1, 24), 256 * rnd.randint(1, 30))
+           for _ in range(rnd.randint(1, 16))) for rnd in map(random.Random, range(12))]
+
+
+@pytest.mark.parametrize("sms", [132, 7, 1])
+@pytest.mark.parametrize("shape", _GM_SHAPES, ids=lambda s: f"g{len(s)}-{s[0]}")
+def test_mixed_group_plan(shape, sms):
+    """configs.mixed_group_plan, the grouped mixed-input kernel's schedule: every k-block of
+    every (group, 256 B rows, 128 A rows) tile exactly once; at most `sms` CTAs; a split
+    tile's segments in k order on consecutive CTAs c, c + 1, .. with s = 0 (k-block 0) the
+    last segment of its CTA (the finisher) and every s > 0 the first of its CTA (a writer,
+    which never waits); A16 row offsets per group padded to 128 rows."""
+    p = configs.mixed_group_plan(shape, sms)
+    segs, offs = p["segs"], p["seg_offs"]
+    assert 1 <= p["ctas"] <= sms and len(offs) == p["ctas"] + 1
+    assert offs[0] == 0 and offs[-1] == len(segs) and all(a < b for a, b in zip(offs, offs[1:]))
+    cta_of = [c for c in range(p["ctas"]) for _ in range(offs[c], offs[c + 1])]
+    by_tile = {}
+    for i, (g, nb, m0, kb0, kb1, s, ns) in enumerate(segs):
+        assert 0 <= kb0 < kb1 <= shape[g][2] // 256
+        by_tile.setdefault((g, nb, m0), []).append((kb0, kb1, s, ns, cta_of[i], i))
+    want = {(g, nb, m0) for g, (m, n, _k) in enumerate(shape) for nb in range(n // 256) for m0 in range(0, m, 128)}
+    assert set(by_tile) == want
+    for (g, _nb, _m0), parts in by_tile.items():
+        parts.sort()
+        assert parts[0][0] == 0 and parts[-1][1] == shape[g][2] // 256
+        assert all(a[1] == b[0] for a, b in zip(parts, parts[1:])), "k ranges not contiguous"
+        c0 = parts[0][4]
+        for s, (_kb0, _kb1, s_, ns, c, i) in enumerate(parts):
+            assert (s_, ns, c) == (s, len(parts), c0 + s)
+            if ns > 1:
+                assert i == (offs[c + 1] - 1 if s == 0 else offs[c]), "finisher last, writers first"
+    pad = [-(-m // 128) * 128 for m, _n, _k in shape]
+    assert p["row0"] == [sum(pad[:g]) for g in range(len(shape))] and p["a16_rows"] == sum(pad)

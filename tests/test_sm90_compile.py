@@ -73,7 +73,7 @@ def test_compiles_f16_wgmma_no_spills(problem, cfg, shape, tmp_path):
     assert "e2m1" not in ptx, "e2m1 conversion instruction in sm_90a PTX"
     if cfg.rs_a:  # A from registers: wgmma's A operand is a {4 x b32} register list
         assert re.search(r"wgmma\.mma_async[^;]*\}, \{%r", ptx), "rs_a but no register-A wgmma"
-    if cfg.a_prepass:  # mixed-input dual: nothing decoded is stored; A16 comes from a pre-pass
+    if cfg.a_prepass:  # mixed-input kernels: nothing decoded is stored; A16 comes from a pre-pass
         assert re.findall(r"griddepcontrol\.\w+", ptx) == ["griddepcontrol.launch_dependents",
                                                           "griddepcontrol.wait"], "pre-pass / PDL handshake"
         # the pre-pass stages its A16 stores through shared memory (coalescing); the main
@@ -261,8 +261,9 @@ def test_grouped_rule_ranks_tiles_by_cost():
     rejects it."""
     from dataclasses import replace
 
-    want = [(128, 256), (128, 256), (128, 128), (128, 128)]
-    for shape, tile in zip(configs.GROUP_BENCHMARKS, want):
+    # (the two 8-group cases rank 128x256 first, and so go to the mixed-input kernel:
+    # test_grouped_mixed_rule)
+    for shape, tile in zip(configs.GROUP_BENCHMARKS[2:], [(128, 128), (128, 128)]):
         cfg = configs.default_config("group", "sm_90a", shape)
         assert cfg.mma_tile_mn == tile and not cfg.swap_ab, (shape, cfg)
     cfg = configs.select_config("group", "sm_90a", ((40, 4096, 7168),) * 8)
@@ -273,6 +274,25 @@ def test_grouped_rule_ranks_tiles_by_cost():
     dual = configs.select_config("dual", "sm_90a", configs.DUAL_BENCHMARKS[1])
     with pytest.raises(ValueError, match="swap_ab"):
         Sm90DualGemmKernel(replace(dual, swap_ab=True))
+
+
+def test_grouped_mixed_rule():
+    """The grouped mixed-input kernel where the stored-decode ranking picks a non-swap tile,
+    every N_g >= 4096 and its 256 x 128 tiles fill >= 0.9 of the SMs (configs.
+    _sm90_group_mixed_ok, fitted on an H100, exp. 78); its can_implement names N % 256."""
+    from nvfp4gemm.sm90.grouped_mixed import Sm90GroupedMixedKernel
+
+    mixed = configs.sm90_group_mixed()
+    for shape in configs.GROUP_BENCHMARKS[:2] + [((128, 4096, 7168),) * 8,
+                                                 tuple((m, 14336, 4096) for m in (384, 640, 512, 448))]:
+        assert configs.select_config("group", "sm_90a", shape) == mixed, shape
+    for shape in configs.GROUP_BENCHMARKS[2:] + [((256, 2048, 7168),) * 8, ((64, 4096, 7168),) * 8,
+                                                 ((600, 4096, 7168), (300, 3968, 7168))]:
+        assert not configs.select_config("group", "sm_90a", shape).a_prepass, shape
+    assert not configs.check_config(mixed)
+    assert configs.check_config(replace(mixed, mma_tile_mn=(128, 128)))
+    with pytest.raises(ValueError, match="N=3968 must be a multiple of 256"):
+        Sm90GroupedMixedKernel.can_implement(mixed, ((600, 4096, 7168), (300, 3968, 7168)))
 
 
 def test_grouped_tail_splits():
@@ -542,7 +562,7 @@ def test_wgmma_decode_scales_and_b_task_are_exact():
 
 
 def test_prepass_routing_is_the_pair_major_b_task():
-    """The mixed-input dual kernel's A pre-pass (dual_mixed.PREPASS_CHUNKS / _WORD_SCALE over
+    """The mixed-input kernels' A pre-pass (mixed.PREPASS_CHUNKS / _WORD_SCALE over
     `decode_word`) writes a 32-code half row exactly as the pair-major B task
     (`_decode_b_ptx(4, pair_major=True)`) stores it into shared memory, so A16 pairs with the
     register operand of `Sm90Common.decode_a` as the stored B tiles do (both PTX texts
@@ -550,7 +570,7 @@ def test_prepass_routing_is_the_pair_major_b_task():
     import numpy as np
     import torch
     from nvfp4gemm.sm90 import decode
-    from nvfp4gemm.sm90.dual_mixed import PREPASS_CHUNKS, PREPASS_WORD_SCALE
+    from nvfp4gemm.sm90.mixed import PREPASS_CHUNKS, PREPASS_WORD_SCALE
 
     e4m3 = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).float()
     finite = [b for b in range(256) if e4m3[b].item() == e4m3[b].item()]

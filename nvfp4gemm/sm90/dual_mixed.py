@@ -73,18 +73,10 @@ from configs import (K_BLOCK, SM90_A16_STAGES, KernelConfig, check_shape, dual_t
 from nvfp4gemm import scheduler
 from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.sm90 import decode
-from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, DualSiluPairs, Sm90Common, sm_count
+from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, DualSiluPairs, sm_count
+from nvfp4gemm.sm90.mixed import PREPASS_THREADS, Sm90MixedCommon
 
-PREPASS_THREADS = 256
-# Pre-pass routing of one 32-code half row (4 words, `decode.decode_word` each): 16-byte
-# chunk c of the half holds fp16 pair PREPASS_CHUNKS[c][i] = (word, output) for i = 0..3,
-# and word v takes scale PREPASS_WORD_SCALE[v] of the half's two groups -- the pair-major
-# order of `decode._decode_b_ptx` (tests/test_sm90_compile.py checks the two agree)
-PREPASS_CHUNKS = tuple(tuple((v, c) for v in range(4)) for c in range(4))
-PREPASS_WORD_SCALE = (0, 0, 1, 1)
-
-
-class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
+class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
     num_gemms = 1  # B1 stacked on B2 is one 256-row register operand
 
     def __init__(self, config: KernelConfig):
@@ -103,9 +95,6 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         # B1 (warp slab rows 0-7) and the same rows of B2 (rows 8-15), b = 32 wg + 8 warp + lane / 4,
         # so a thread's x1 and x2 of one column of C share its accumulator rows r0, r0 + 8
         self.interleaved = self.n_per_tile == 64
-
-    def b_task_codes(self) -> int:
-        return 32  # pair-major K order (no quarter tasks here)
 
     @staticmethod
     def check_config(config: KernelConfig) -> None:
@@ -160,21 +149,6 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         self.shared_storage = cute.struct(type("Storage", (), {"__annotations__": fields}))
         ours = shared_storage_bytes(self.config)
         assert ours <= 232448, f"shared memory {ours} B over the sm_90a limit"
-
-    def _make_pipe(self, mbar_ptr, stages, tx, consumers):
-        return pipeline.PipelineTmaAsync.create(
-            barrier_storage=mbar_ptr, num_stages=stages,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumers),
-            tx_count=tx)
-
-    @staticmethod
-    def release_a16(a_pipe, state):
-        """Every consumer thread arrives on the A16 stage's empty barrier (the pipeline
-        counts 256 arrivals).  PipelineTmaAsync.consumer_release lets one lane per warp
-        arrive under a branch; that divergence between a wgmma and its wait made ptxas
-        serialize every wgmma (advisory C7513)."""
-        a_pipe.sync_object_empty.arrive(state.index, None)
 
     @cute.jit
     def __call__(
@@ -255,17 +229,8 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
         base = st.buf.data_ptr().toint() + (tidx // 32) * 2048  # this warp's 2 KB
         if t < total:
             row = t // segs
-            seg = t % segs
-            j = seg // 2
-            h = seg % 2
-            w = decode.ld_global_nc_v4_u32(a_ptr.toint() + Int64(row) * (k // 2) + seg * 16)
-            # permuted scale atom (row // 128, sub-block j): row's word at 4 (row % 32) + (row % 128) // 32
-            atom = (row // 128) * (k // SUB_K) + j
-            sw = decode.ld_global_nc_u32(sfa_ptr.toint() + (Int64(atom) * 128 + 4 * (row % 32) + (row % 128) // 32) * 4)
-            s = decode.scale_pair(sw, 2 * h + (2 * h + 1) * 16)  # groups 2h, 2h + 1
-            d = [decode.decode_word(w[v], s[PREPASS_WORD_SCALE[v]]) for v in range(4)]
-            for c in cutlass.range_constexpr(4):
-                decode.st_shared_v4_u32(base + lane * 64 + 16 * c, *[d[v][r] for v, r in PREPASS_CHUNKS[c]])
+            self.prepass_half(a_ptr.toint() + Int64(row) * (k // 2), sfa_ptr.toint(), row, t % segs, k,
+                              base + lane * 64)
         cute.arch.sync_warp()
         t0 = t - lane  # the warp's first thread
         for i in cutlass.range_constexpr(4):
@@ -519,100 +484,6 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90Common):
             for e in cutlass.range_constexpr(4):
                 i = 4 * q + e
                 acc[lo[i]] = cutlass.select_(first, acc[lo[i]], acc[hi[i]]) + v[e]
-
-    # ------------------------------------------------------------------ stream-K partials
-    # A partial is the consumers' accumulators, 256 threads x 128 fp32 (128 KB): 16-byte chunk
-    # j of thread ct at (j * 256 + ct) * 16, so each warp store / load covers 512 contiguous
-    # bytes and each thread later reads back only the chunks it copied itself.
-    PARTIAL_BYTES = 256 * 128 * 4
-
-    @cute.jit
-    def write_partial(self, acc, ws, flags, cta, ct):
-        """Partial of this CTA's split segment to workspace block `cta`, then its flag
-        (every thread's stores fenced at gpu scope, then one release-add after the barrier)."""
-        nt = self.num_mma_threads
-        base = ws + Int64(cta) * self.PARTIAL_BYTES
-        for j in cutlass.range_constexpr(cute.size(acc) // 4):
-            decode.st_global_v4_f32(base + Int64((j * nt + ct) * 16),
-                                    acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3])
-        cute.arch.fence_acq_rel_gpu()
-        self.epi_barrier.arrive_and_wait()
-        if ct == 0:
-            decode.atom_add_acq_rel_gpu(flags + Int64(cta) * 4, Int32(1))
-
-    @cute.jit
-    def add_partials(self, acc, ws, flags, cta, ns, stage, ct):
-        """Finisher (segment 0 of ns, the CTA's last work): acc += the partials of CTAs
-        cta + 1 .. cta + ns - 1, in that order (deterministic).  Each is staged by 16-byte
-        cp.async into the A16 ring (free: nothing more is loaded, and the barrier below
-        waits for both warpgroups' last wgmmas) -- every copy in flight at once, no
-        registers held -- and read back by the thread that copied it.  The flag is reset
-        for the next launch once seen."""
-        nt = self.num_mma_threads
-        self.epi_barrier.arrive_and_wait()
-        for s2 in cutlass.range(1, ns, unroll=1):
-            flag = flags + Int64(cta + s2) * 4
-            if ct == 0:
-                seen = decode.ld_acquire_gpu_u32(flag)
-                while seen == 0:
-                    seen = decode.ld_acquire_gpu_u32(flag)
-                decode.atom_add_acq_rel_gpu(flag, Int32(-1))
-            self.epi_barrier.arrive_and_wait()
-            cute.arch.fence_acq_rel_gpu()
-            src = ws + Int64(cta + s2) * self.PARTIAL_BYTES
-            for j in cutlass.range_constexpr(cute.size(acc) // 4):
-                ofs = (j * nt + ct) * 16
-                decode.cp_async_16(stage + ofs, src + Int64(ofs), Int32(16))
-            decode.cp_async_wait_all()
-            for j in cutlass.range_constexpr(cute.size(acc) // 4):
-                v = decode.ld_shared_v4_f32(stage + (j * nt + ct) * 16)
-                for i in cutlass.range_constexpr(4):
-                    acc[4 * j + i] = acc[4 * j + i] + v[i]
-
-    @cute.jit
-    def mainloop_mixed(self, b_pipe, a_pipe, bread, aread, afree, kb0, kb1, tiled_mma, acc, ra, tCrB, b_p, sf_p,
-                       sf_r0):
-        """One segment's k-loop (k-blocks kb0 .. kb1 - 1 of a tile).  Sub-block `it`: wait until wgmma(it - 2) is done (it read
-        this A-register parity and A16 stage it - 2, which is then released), decode B1/B2
-        rows into the registers, wait for A16 sub-block it, issue the wgmmas (async).  The
-        packed-B stage is released after its last decode (only generic loads read it).
-        Every stage still held is released after the final drain."""
-        for kb in cutlass.range(kb0, kb1, unroll=1):
-            b_pipe.consumer_wait(bread)
-            si = bread.index
-            # the k-block's 4 A16 sub-blocks, waited for here: an mbarrier wait loop between
-            # a wgmma and its wait_group also serializes the wgmmas (C7513)
-            a4 = aread.clone()
-            for _ in cutlass.range_constexpr(K_BLOCK // SUB_K):
-                a_pipe.consumer_wait(a4)
-                a4.advance()
-            for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
-                cute.nvgpu.warpgroup.wait_group(1)
-                if cutlass.const_expr(j >= 2):
-                    self.release_a16(a_pipe, afree)
-                    afree.advance()
-                else:
-                    if kb > kb0:
-                        self.release_a16(a_pipe, afree)
-                        afree.advance()
-                if cutlass.const_expr(self.interleaved):
-                    self.decode_b_interleaved(ra, b_p + si * self.a_stage_bytes, sf_p + si * (2 * SF_STAGE_BYTES),
-                                              j, sf_r0)
-                else:
-                    self.decode_a(ra, b_p + si * self.a_stage_bytes, sf_p + si * (2 * SF_STAGE_BYTES), j)
-                if cutlass.const_expr(j == K_BLOCK // SUB_K - 1):
-                    b_pipe.consumer_release(bread)
-                cute.nvgpu.warpgroup.fence()
-                for kk in cutlass.range_constexpr(SUB_K // 16):
-                    cute.gemm(tiled_mma, acc, self.a_operand_k(ra, kk, j), tCrB[(None, None, kk, aread.index)], acc)
-                cute.nvgpu.warpgroup.commit_group()
-                aread.advance()
-            bread.advance()
-        cute.nvgpu.warpgroup.wait_group(0)
-        for _ in cutlass.range_constexpr(2):  # the last two sub-blocks' A16 stages
-            self.release_a16(a_pipe, afree)
-            afree.advance()
-        return bread, aread, afree
 
 
 # ---------------------------------------------------------------------- host helpers

@@ -1,0 +1,380 @@
+"""Hopper (sm_90a) NVFP4 grouped GEMM in the mixed-input form: C_g^T = B_g A_g^T.
+
+The mixed-input dual kernel (dual_mixed.py, notes/sm90.md exp. 65) applied to groups (exps.
+69, 78).  The other grouped kernels decode B_g into shared memory every sub-block and meet at
+a named barrier before the wgmma; here nothing decoded is stored by a thread:
+
+  1. `prepass_kernel` (its own launch, one thread per 32-code half row of every group's A)
+     decodes all A_g once into one fp16 buffer A16 (group g's rows from row0[g], each group
+     padded to a multiple of 128 rows, row stride K_max), in the pair-major K order that
+     pairs with the register operand (mixed.py).  Each warp stages its 2 KB in shared memory
+     and stores them back with 512-byte-contiguous instructions (exp. 78: the uncoalesced
+     stores of exp. 69 ran at ~0.9 TB/s).  B is decoded only inside the main kernel.
+  2. `kernel`, launched behind it with programmatic dependent launch (only its A16 loads wait
+     for the pre-pass, griddepcontrol.wait), one CTA per SM, walks its host-made list of
+     segments (configs.mixed_group_plan): a segment is k-blocks kb0 .. kb1 - 1 of a tile =
+     256 rows of B_g (nb) x the A_g rows m0 .. m0 + 127 (ragged: A16's zero padding rows;
+     their columns of C^T are not stored).
+       WG0  producer: all 128 threads cp.async one k-block of packed B_g rows (128B-swizzled)
+            and its two scale atoms into a 2-stage ring (per-group addresses, no
+            descriptors); warp 0 also TMA-loads the tile's A16 sub-blocks (128 rows x 64
+            fp16) into an 8-stage ring (one descriptor over all groups).
+       WG1, WG2  consumers: each holds 128 rows of B_g as wgmma register operands (two m64
+            reps, `Sm90Common.decode_a`), decoded straight from the packed stage, and issues
+            m64 x n128 x k16 wgmmas against the A16 stage (`Sm90MixedCommon.mainloop_mixed`);
+            the epilogue writes the transposed tile with 32-bit stores, rows of C past M_g
+            skipped (`Sm90Common.store_c_t`).
+     Stream-K: a tile cut into segments reduces through an fp32 workspace (mixed.py
+     `write_partial` / `add_partials`; the plan puts segment s on CTA c + s).
+  Stream-K assumes every CTA of the grid is resident at once (one per SM, grid <= SMs).
+
+H100, 2026-11-25 (exp. 78, ab_compare against the 128 x 256 stored-decode kernel): g8 N4096
+K7168 0.936, g8 N7168 K2048 0.958; it loses on the two-group cases (1.10, 1.38), which keep
+the stored-decode kernel.
+
+Constraints (can_implement): 1..16 groups, configs.check_shape (N_g % 64, K_g % 256), N_g a
+multiple of 256 (the tile's B rows), any M_g >= 1.  Workspaces (cached per input buffers):
+A16 (sum of padded M_g) x K_max fp16, and a 128 KB fp32 partial plus a flag per CTA.
+"""
+
+from __future__ import annotations
+
+import cuda.bindings.driver as cuda
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils as utils
+from cutlass import Int32, Int64
+from cutlass.cute.nvgpu import warpgroup
+
+import configs
+from configs import K_BLOCK, SM90_A16_STAGES, KernelConfig, check_shape, sm90_smem_bytes
+from nvfp4gemm.sm90 import decode
+from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, sm_count
+from nvfp4gemm.sm90.grouped_gemm import META_FIELDS, MAX_GROUPS, cached_launch_tables, group_of, group_table_rows
+from nvfp4gemm.sm90.mixed import PREPASS_THREADS, Sm90MixedCommon
+
+SEG_FIELDS = 7  # g, nb, m0, kb0, kb1, s, ns (int32 each; configs.mixed_group_plan)
+
+
+class Sm90GroupedMixedKernel(Sm90MixedCommon):
+    num_gemms = 1
+
+    def __init__(self, config: KernelConfig):
+        super().__init__(config)
+        self.a16_stages = SM90_A16_STAGES  # A16 sub-blocks in flight (two k-blocks)
+        self.a16_stage_bytes = self.tile_n * SUB_K * 2  # tile_n rows x 64 fp16
+        # Sm90Common's setmaxnreg split (producer 40, consumers 232): the cp.async producer
+        # fits it without spills in this kernel (exp. 69's 128-row form did not)
+
+    @staticmethod
+    def check_config(config: KernelConfig) -> None:
+        if not config.a_prepass or config.arch != "sm_90a" or config.problem != "group":
+            raise ValueError("Sm90GroupedMixedKernel runs sm_90a grouped configs with a_prepass=True")
+        errs = configs.check_config(config)
+        if errs:
+            raise ValueError("; ".join(errs))
+
+    @staticmethod
+    def can_implement(config: KernelConfig, shapes) -> None:
+        Sm90GroupedMixedKernel.check_config(config)
+        errs = check_shape("group", shapes, "sm_90a")
+        tm = config.mma_tile_mn[0]
+        errs += [f"group {g}: N={n} must be a multiple of {tm} (the mixed-input tile's B rows)"
+                 for g, (_m, n, _k) in enumerate(shapes) if n % tm]
+        if sum(m * (k // 32) for m, _n, k in shapes) >= 2**31:
+            errs.append("A has 2^31 or more 32-code halves (the pre-pass indexes them in 32 bits)")
+        if errs:
+            raise ValueError("; ".join(errs))
+
+    # ------------------------------------------------------------------ trace-time setup
+    def _make_layouts(self):
+        f16_atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, cutlass.Float16)
+        # (tile_n, 64, a16_stages) A16 sub-blocks, the wgmma's shared-memory operand
+        self.a16_layout = cute.tile_to_shape(f16_atom, (self.tile_n, SUB_K, self.a16_stages), order=(0, 1, 2))
+
+    def _make_storage(self):
+        self.tx_a16 = self.a16_stage_bytes
+
+        def buf(dtype, n):
+            return cute.struct.Align[cute.struct.MemRange[dtype, n], 1024]
+
+        fields = {"mbar": cute.struct.MemRange[cutlass.Int64, self.ab_stages * 2],
+                  "mbar16": cute.struct.MemRange[cutlass.Int64, self.a16_stages * 2],
+                  "sBp": buf(cutlass.Uint8, self.a_stage_bytes * self.ab_stages),  # tile_m rows x 128 B
+                  "sSF": buf(cutlass.Int32, self.sfa_atoms * SF_STAGE_BYTES // 4 * self.ab_stages),
+                  "sA16": buf(cutlass.Float16, cute.cosize(self.a16_layout))}
+        self.shared_storage = cute.struct(type("Storage", (), {"__annotations__": fields}))
+        assert sm90_smem_bytes(self.config) == 1024 + self.ab_stages * (self.a_stage_bytes + self.sfa_atoms * SF_STAGE_BYTES) \
+            + cute.cosize(self.a16_layout) * 2, "configs.sm90_smem_bytes disagrees with the buffers"
+        assert self.a16_stages * self.a16_stage_bytes >= self.PARTIAL_BYTES, "the finisher stages a partial in A16"
+
+    @cute.jit
+    def __call__(
+        self,
+        meta_ptr: cute.Pointer,
+        pre_offs_ptr: cute.Pointer,
+        row0_ptr: cute.Pointer,
+        seg_ptr: cute.Pointer,
+        seg_offs_ptr: cute.Pointer,
+        a16_ptr: cute.Pointer,
+        ws_ptr: cute.Pointer,
+        flags_ptr: cute.Pointer,
+        total_halves: Int32,
+        k_max: Int32,
+        a16_rows: Int32,
+        num_ctas: Int32,
+        stream: cuda.CUstream,
+    ):
+        # (16, 8) int64 group table: a, b, c, sfa_perm, sfb_perm, M, N, K
+        meta = cute.make_tensor(meta_ptr, cute.make_layout((MAX_GROUPS, META_FIELDS), stride=(META_FIELDS, 1)))
+        # (17,) int32 prefix sums of per-group 32-code halves of A (unused groups: a huge value)
+        pre_offs = cute.make_tensor(pre_offs_ptr, cute.make_layout(MAX_GROUPS + 1))
+        # (16,) int32 A16 row of each group's row 0
+        row0 = cute.make_tensor(row0_ptr, cute.make_layout(MAX_GROUPS))
+        # (segments, 7) int32 schedule; (CTAs + 1,) int32 each CTA's first segment
+        segs = cute.make_tensor(seg_ptr, cute.make_layout((1 << 24, SEG_FIELDS), stride=(SEG_FIELDS, 1)))
+        seg_offs = cute.make_tensor(seg_offs_ptr, cute.make_layout(1 << 16))
+        # (rows, K_max) fp16 A16 of every group, K-major
+        mA16 = cute.make_tensor(a16_ptr, cute.make_layout((a16_rows, k_max), stride=(k_max, 1)))
+
+        self._setup()  # tiled MMA (64 x 128, A from registers), layouts and storage
+        tma_a16, tA16 = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), mA16,
+            cute.slice_(self.a16_layout, (None, None, 0)), (self.tile_n, SUB_K))
+        self.prepass_kernel(meta, pre_offs, row0, a16_ptr, total_halves, k_max).launch(
+            grid=[(total_halves + PREPASS_THREADS - 1) // PREPASS_THREADS, 1, 1], block=[PREPASS_THREADS, 1, 1],
+            stream=stream)
+        # programmatic dependent launch: B loads and decode start while the pre-pass drains;
+        # only the A16 loads wait for it (griddepcontrol.wait)
+        self.kernel(tma_a16, tA16, self.tiled_mma, meta, row0, segs, seg_offs, ws_ptr, flags_ptr).launch(
+            grid=[num_ctas, 1, 1], block=[self.threads_per_cta, 1, 1], min_blocks_per_mp=1, stream=stream,
+            use_pdl=True)
+
+    @cute.kernel
+    def prepass_kernel(self, meta: cute.Tensor, pre_offs: cute.Tensor, row0: cute.Tensor, a16_ptr: cute.Pointer,
+                       total_halves: Int32, k_max: Int32):
+        """Every group's A -> A16: thread t decodes 32-code half t of the concatenated groups
+        (`Sm90MixedCommon.prepass_half`) into its warp's 2 KB of shared memory; then each
+        16-byte store instruction of the warp writes chunk q = 32 i + lane (thread q // 4's
+        chunk q % 4) to that thread's destination, taken by shuffle: 512 contiguous bytes
+        wherever the warp's halves are contiguous in A16 (all but group and row-stride
+        seams).  Group padding rows are never written (zero from the allocation)."""
+        cute.arch.griddepcontrol_launch_dependents()
+        tidx, _, _ = cute.arch.thread_idx()
+        bidx, _, _ = cute.arch.block_idx()
+        t = bidx * PREPASS_THREADS + tidx
+        lane = tidx % 32
+        smem = utils.SmemAllocator()
+        st = smem.allocate(cute.struct(type("PrepassStage", (), {"__annotations__": {
+            "buf": cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, PREPASS_THREADS * 64], 128]}})))
+        base = st.buf.data_ptr().toint() + (tidx // 32) * 2048  # this warp's 2 KB
+        dst = Int64(0)
+        if t < total_halves:
+            g = group_of(t, pre_offs)
+            local = t - pre_offs[g]
+            kg = Int32(meta[(g, 7)])
+            halves = kg // 32
+            row = local // halves
+            seg = local % halves
+            self.prepass_half(meta[(g, 0)] + Int64(row) * (kg // 2), meta[(g, 3)], row, seg, kg, base + lane * 64)
+            # A16 row row0[g] + row, bytes 64 seg .. 64 seg + 63 (sub-block seg // 2, half seg % 2)
+            dst = a16_ptr.toint() + (Int64(row0[g] + row) * k_max + 32 * seg) * 2
+        cute.arch.sync_warp()
+        dst_lo = Int32(dst & 0xFFFFFFFF)
+        dst_hi = Int32(dst >> 32)
+        for i in cutlass.range_constexpr(4):
+            q = 32 * i + lane
+            lo = cute.arch.shuffle_sync(dst_lo, q // 4)
+            hi = cute.arch.shuffle_sync(dst_hi, q // 4)
+            if t - lane + q // 4 < total_halves:
+                v = decode.ld_shared_v4_u32(base + 16 * q)
+                addr = (Int64(hi) << 32) | (Int64(lo) & 0xFFFFFFFF)
+                decode.st_global_v4_u32(addr + 16 * (q % 4), v[0], v[1], v[2], v[3])
+
+    @cute.kernel
+    def kernel(self, tma_a16: cute.CopyAtom, mA16: cute.Tensor, tiled_mma: cute.TiledMma, meta: cute.Tensor,
+               row0: cute.Tensor, segs: cute.Tensor, seg_offs: cute.Tensor, ws_ptr: cute.Pointer,
+               flags_ptr: cute.Pointer):
+        self._make_layouts()
+        tidx, _, _ = cute.arch.thread_idx()
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        if warp_idx == 0:
+            cute.nvgpu.cpasync.prefetch_descriptor(tma_a16)
+        smem = utils.SmemAllocator()
+        st = smem.allocate(self.shared_storage)
+        b_pipe = pipeline.PipelineCpAsync.create(
+            barrier_storage=st.mbar.data_ptr(), num_stages=self.ab_stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 128),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_mma_threads))
+        a_pipe = self._make_pipe(st.mbar16.data_ptr(), self.a16_stages, self.tx_a16, self.num_mma_threads)
+        cta = cute.arch.block_idx()[0]
+        i0 = seg_offs[cta]
+        i1 = seg_offs[cta + 1]
+        cute.arch.sync_threads()
+        wg = cute.arch.make_warp_uniform(tidx // 128)
+        if wg == 0:
+            cute.arch.warpgroup_reg_dealloc(self.load_regs)
+            self.producer(st, b_pipe, a_pipe, tma_a16, mA16, meta, row0, segs, i0, i1, tidx, warp_idx)
+        else:
+            cute.arch.warpgroup_reg_alloc(self.mma_regs)
+            self.consumer(st, b_pipe, a_pipe, tiled_mma, meta, segs, i0, i1, ws_ptr, flags_ptr, cta, tidx)
+
+    @cute.jit
+    def producer(self, st, b_pipe, a_pipe, tma_a16, mA16, meta, row0, segs, i0, i1, tidx, warp_idx):
+        """Per k-block of a segment: the packed B_g stage (all 128 threads, cp.async), then
+        its 4 A16 sub-blocks (warp 0, TMA), each into its own stage."""
+        # (128, 64, RestM, RestK64) fp16 sub-blocks of A16 (group row 0s are multiples of 128)
+        gA16 = cute.local_tile(mA16, (self.tile_n, SUB_K), (None, None))
+        sA16 = st.sA16.get_tensor(self.a16_layout.outer, swizzle=self.a16_layout.inner)
+        tA16s, tA16g = self.tma_part(tma_a16, sA16, gA16)
+        b_s = st.sBp.data_ptr().toint()
+        sf_s = st.sSF.data_ptr().toint()
+        chunk = tidx % 8  # 16-byte chunk of a 128-byte row
+        rq = tidx // 8  # 0..15
+        bst = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stages)
+        ast = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.a16_stages)
+        for i in cutlass.range(i0, i1, unroll=1):
+            g = segs[(i, 0)]
+            n0 = segs[(i, 1)] * self.tile_m
+            mt = (row0[g] + segs[(i, 2)]) // self.tile_n  # the tile's A16 row block
+            b_g = meta[(g, 1)]
+            sfb_g = meta[(g, 4)]
+            kg = Int32(meta[(g, 7)])
+            kh = Int64(kg // 2)
+            step = kh * 16  # bytes between rows rq + 16 r
+            sf_atom = Int64((n0 // 128) * (kg // SUB_K))
+            for kb in cutlass.range(segs[(i, 3)], segs[(i, 4)], unroll=1):
+                b_pipe.producer_acquire(bst)
+                si = bst.index
+                # rows rq + 16 r: the same chunk swizzle (row % 8), 2 KB apart in the stage
+                src = b_g + Int64(n0 + rq) * kh + Int64(kb * (K_BLOCK // 2) + chunk * 16)
+                dst = decode.swizzle128_chunk_addr(b_s + si * self.a_stage_bytes, rq, chunk)
+                for r in cutlass.range_constexpr(self.tile_m // 16):
+                    decode.cp_async_16(dst + r * 2048, src + r * step, Int32(16))
+                # 2 KB of scales per 128-row atom: 4 consecutive 512-byte blocks (one k-block)
+                for a in cutlass.range_constexpr(self.sfa_atoms):
+                    decode.cp_async_16(sf_s + (si * self.sfa_atoms + a) * SF_STAGE_BYTES + tidx * 16,
+                                       sfb_g + (sf_atom + a * (kg // SUB_K)) * 512 + Int64(kb * SF_STAGE_BYTES + tidx * 16),
+                                       Int32(16))
+                b_pipe.producer_commit(bst)
+                bst.advance()
+                if warp_idx == 0:
+                    cute.arch.griddepcontrol_wait()  # the pre-pass's A16 (a no-op once it has completed)
+                for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
+                    if warp_idx == 0:
+                        a_pipe.producer_acquire(ast)
+                        cute.copy(tma_a16, tA16g[(None, mt, 4 * kb + j)], tA16s[(None, ast.index)],
+                                  tma_bar_ptr=a_pipe.producer_get_barrier(ast))
+                        a_pipe.producer_commit(ast)
+                    ast.advance()
+        b_pipe.producer_tail(bst)
+        if warp_idx == 0:
+            a_pipe.producer_tail(ast)
+
+    @cute.jit
+    def consumer(self, st, b_pipe, a_pipe, tiled_mma, meta, segs, i0, i1, ws_ptr, flags_ptr, cta, tidx):
+        ct = tidx - 128  # consumer thread 0..255
+        sA16 = st.sA16.get_tensor(self.a16_layout.outer, swizzle=self.a16_layout.inner)
+        thr_mma = tiled_mma.get_slice(ct)
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sA16))
+        ra = self.make_a_operand(thr_mma, ct)
+        # (256, 128) coordinates of this thread's accumulator values: row r is column n0 + r
+        # of C_g, column c is row m0 + c
+        tCcC = thr_mma.partition_C(cute.make_identity_tensor((self.tile_m, self.tile_n)))
+        acc = cute.make_rmem_tensor(tCcC.shape, cutlass.Float32)
+        b_p = st.sBp.data_ptr().toint()
+        sf_p = st.sSF.data_ptr().toint()
+        a16_p = st.sA16.data_ptr().toint()  # also the finisher's staging buffer (128 KB)
+        bread = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
+        aread = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.a16_stages)
+        afree = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.a16_stages)
+        for i in cutlass.range(i0, i1, unroll=1):
+            acc.fill(0.0)
+            tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+            bread, aread, afree = self.mainloop_mixed(b_pipe, a_pipe, bread, aread, afree, segs[(i, 3)], segs[(i, 4)],
+                                                      tiled_mma, acc, ra, tCrB, b_p, sf_p, None)
+            s = segs[(i, 5)]
+            ns = segs[(i, 6)]
+            finish = Int32(1)
+            if ns > 1:
+                if s > 0:  # the CTA's first segment: hand the partial to the tile's finisher
+                    self.write_partial(acc, ws_ptr.toint(), flags_ptr.toint(), cta, ct)
+                    finish = Int32(0)
+                else:  # the CTA's last segment: add the others' partials, then store
+                    self.add_partials(acc, ws_ptr.toint(), flags_ptr.toint(), cta, ns, a16_p, ct)
+            if finish != 0:
+                g = segs[(i, 0)]
+                self.store_c_t(acc, tCcC, meta[(g, 2)], segs[(i, 1)] * self.tile_m, segs[(i, 2)], Int32(meta[(g, 5)]),
+                               Int32(meta[(g, 6)]), ct)
+
+
+# ---------------------------------------------------------------------- host helpers
+
+
+def shared_storage_bytes(config: KernelConfig) -> int:
+    return sm90_smem_bytes(config)
+
+
+def static_shape_key(config: KernelConfig, shapes):
+    return None  # one compile serves every grouped shape
+
+
+def compile_args(config: KernelConfig, shapes) -> tuple:
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    def p(dt, i):
+        return make_ptr(dt, i << 20, cute.AddressSpace.gmem, assumed_align=16)
+
+    return (p(cutlass.Int64, 1), p(cutlass.Int32, 2), p(cutlass.Int32, 3), p(cutlass.Int32, 4), p(cutlass.Int32, 5),
+            p(cutlass.Float16, 6), p(cutlass.Float32, 7), p(cutlass.Int32, 8),
+            Int32(1), Int32(256), Int32(128), Int32(1), make_fake_stream())
+
+
+def launch_tables(config: KernelConfig, dev, rows, shapes) -> tuple:
+    """Device tensors of one launch (built once per entry of `cached_launch_tables`): the
+    group table, the pre-pass prefix sums, A16 row offsets, the schedule, the A16 buffer
+    (zeroed once: group padding rows are never written) and the stream-K workspace and
+    flags (zeroed once; each finisher resets the flags it consumed)."""
+    import torch
+
+    plan = configs.mixed_group_plan(shapes, sm_count(dev), config.mma_tile_mn)
+    ctas = plan["ctas"]
+    meta = rows + [[0] * META_FIELDS] * (MAX_GROUPS - len(rows))
+    halves = [0]
+    for m, _n, k in shapes:
+        halves.append(halves[-1] + m * (k // 32))
+    halves += [1 << 30] * (MAX_GROUPS + 1 - len(halves))
+    row0 = plan["row0"] + [0] * (MAX_GROUPS - len(shapes))
+    k_max = max(k for _m, _n, k in shapes)
+
+    def i32(x):
+        return torch.tensor(x, dtype=torch.int32, device=dev)
+
+    return (torch.tensor(meta, dtype=torch.int64, device=dev), i32(halves), i32(row0), i32(plan["segs"]),
+            i32(plan["seg_offs"]),
+            torch.zeros((plan["a16_rows"], k_max), dtype=torch.float16, device=dev),
+            torch.empty(ctas * Sm90GroupedMixedKernel.PARTIAL_BYTES // 4, dtype=torch.float32, device=dev),
+            torch.zeros(ctas, dtype=torch.int32, device=dev),
+            halves[len(shapes)], k_max, plan["a16_rows"], ctas)
+
+
+def runtime_args(data, config: KernelConfig, stream) -> tuple:
+    """The compile_args tuple from a grouped input (tables cached per config and buffers)."""
+    from cutlass.cute.runtime import make_ptr
+
+    rows, shapes = group_table_rows(data)
+    dev = data[0][0][2].device
+    tabs = cached_launch_tables(("mixed", config) + tuple(tuple(r) for r in rows),
+                                lambda: launch_tables(config, dev, rows, shapes))
+    meta, halves, row0, segs, seg_offs, a16, ws, flags, total, k_max, a16_rows, ctas = tabs
+    if not isinstance(stream, cuda.CUstream):
+        stream = cuda.CUstream(stream.cuda_stream)
+
+    def p(dt, t):
+        return make_ptr(dt, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
+
+    return (p(cutlass.Int64, meta), p(cutlass.Int32, halves), p(cutlass.Int32, row0), p(cutlass.Int32, segs),
+            p(cutlass.Int32, seg_offs), p(cutlass.Float16, a16), p(cutlass.Float32, ws), p(cutlass.Int32, flags),
+            Int32(total), Int32(k_max), Int32(a16_rows), Int32(ctas), stream)

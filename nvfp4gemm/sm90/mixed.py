@@ -1,0 +1,175 @@
+"""What the two mixed-input kernels (sm_90a) share: the dual GEMM (dual_mixed.py) and the
+grouped GEMM (grouped_mixed.py).
+
+Both run C^T = B A^T with A decoded once to fp16 (A16) by a pre-pass launch and TMA-loaded
+as the wgmma shared-memory operand, and B decoded per 64-code sub-block straight into the
+consumers' wgmma registers (`Sm90Common.decode_a`); nothing decoded is stored by a thread in
+the main kernel.  Shared here:
+  * `prepass_half`: one 32-code half row of A -> 4 16-byte fp16 chunks in the pair-major K
+    order of its sub-block (what `decode.decode_task(..., pair_major=True)` writes for a
+    stored operand), times 2^-6 like every decode, written to shared memory so that each
+    kernel's pre-pass can store a warp's 2 KB with contiguous instructions (exp. 70);
+  * the consumer k-loop `mainloop_mixed` (wgmmas one sub-block deep against the A16 ring);
+  * the stream-K partial exchange (`write_partial` / `add_partials`) through an fp32
+    workspace: a tile cut into segments s = 0 .. ns - 1 has segment s on CTA c + s; every
+    segment but s = 0 is its CTA's *first* work and is written with a release flag; s = 0 is
+    its CTA's *last* work, and that CTA (the finisher) adds the others' partials in order.
+    Writers never wait, so the schedule cannot deadlock while all CTAs are resident.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+from cutlass import Int32, Int64
+
+from configs import K_BLOCK
+from nvfp4gemm.sm90 import decode
+from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, Sm90Common
+
+PREPASS_THREADS = 256
+# Pre-pass routing of one 32-code half row (4 words, `decode.decode_word` each): 16-byte
+# chunk c of the half holds fp16 pair PREPASS_CHUNKS[c][i] = (word, output) for i = 0..3,
+# and word v takes scale PREPASS_WORD_SCALE[v] of the half's two groups -- the pair-major
+# order of `decode._decode_b_ptx` (tests/test_sm90_compile.py checks the two agree)
+PREPASS_CHUNKS = tuple(tuple((v, c) for v in range(4)) for c in range(4))
+PREPASS_WORD_SCALE = (0, 0, 1, 1)
+
+
+class Sm90MixedCommon(Sm90Common):
+    """Base of the mixed-input kernels (register operand: tile_m rows of B; shared-memory
+    operand: tile_n rows of A16 per 64-code sub-block)."""
+
+    interleaved = False  # the dual kernel's narrow form sets it (B1 / B2 rows interleaved)
+
+    def b_task_codes(self) -> int:
+        return 32  # pair-major K order (no quarter tasks here)
+
+    def _make_pipe(self, mbar_ptr, stages, tx, consumers):
+        return pipeline.PipelineTmaAsync.create(
+            barrier_storage=mbar_ptr, num_stages=stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumers),
+            tx_count=tx)
+
+    @staticmethod
+    def release_a16(a_pipe, state):
+        """Every consumer thread arrives on the A16 stage's empty barrier (the pipeline
+        counts 256 arrivals).  PipelineTmaAsync.consumer_release lets one lane per warp
+        arrive under a branch; that divergence between a wgmma and its wait made ptxas
+        serialize every wgmma (advisory C7513)."""
+        a_pipe.sync_object_empty.arrive(state.index, None)
+
+
+    # ------------------------------------------------------------------ A pre-pass
+    @cute.jit
+    def prepass_half(self, a_row, sfa, row, seg, k, dst):
+        """32-code half `seg` of A row `row` (its packed bytes at 64-bit address `a_row`, the
+        permuted scales at `sfa`, K = k) -> 4 16-byte fp16 chunks at shared address `dst`:
+        chunk c = fp16 pair c of each of the half's 4 words (`decode.decode_word`), i.e. the
+        pair-major order of sub-block seg // 2, bytes 64 (seg % 2) .. + 63 of its A16 row."""
+        j = seg // 2
+        h = seg % 2
+        w = decode.ld_global_nc_v4_u32(a_row + seg * 16)
+        # permuted scale atom (row // 128, sub-block j): row's word at 4 (row % 32) + (row % 128) // 32
+        atom = (row // 128) * (k // SUB_K) + j
+        sw = decode.ld_global_nc_u32(sfa + (Int64(atom) * 128 + 4 * (row % 32) + (row % 128) // 32) * 4)
+        s = decode.scale_pair(sw, 2 * h + (2 * h + 1) * 16)  # groups 2h, 2h + 1
+        d = [decode.decode_word(w[v], s[PREPASS_WORD_SCALE[v]]) for v in range(4)]
+        for c in cutlass.range_constexpr(4):
+            decode.st_shared_v4_u32(dst + 16 * c, *[d[v][r] for v, r in PREPASS_CHUNKS[c]])
+
+    # ------------------------------------------------------------------ stream-K partials
+    # A partial is the consumers' accumulators, 256 threads x 128 fp32 (128 KB): 16-byte chunk
+    # j of thread ct at (j * 256 + ct) * 16, so each warp store / load covers 512 contiguous
+    # bytes and each thread later reads back only the chunks it copied itself.
+    PARTIAL_BYTES = 256 * 128 * 4
+
+    @cute.jit
+    def write_partial(self, acc, ws, flags, cta, ct):
+        """Partial of this CTA's split segment to workspace block `cta`, then its flag
+        (every thread's stores fenced at gpu scope, then one release-add after the barrier)."""
+        nt = self.num_mma_threads
+        base = ws + Int64(cta) * self.PARTIAL_BYTES
+        for j in cutlass.range_constexpr(cute.size(acc) // 4):
+            decode.st_global_v4_f32(base + Int64((j * nt + ct) * 16),
+                                    acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3])
+        cute.arch.fence_acq_rel_gpu()
+        self.epi_barrier.arrive_and_wait()
+        if ct == 0:
+            decode.atom_add_acq_rel_gpu(flags + Int64(cta) * 4, Int32(1))
+
+    @cute.jit
+    def add_partials(self, acc, ws, flags, cta, ns, stage, ct):
+        """Finisher (segment 0 of ns, the CTA's last work): acc += the partials of CTAs
+        cta + 1 .. cta + ns - 1, in that order (deterministic).  Each is staged by 16-byte
+        cp.async into the A16 ring (free: nothing more is loaded, and the barrier below
+        waits for both warpgroups' last wgmmas) -- every copy in flight at once, no
+        registers held -- and read back by the thread that copied it.  The flag is reset
+        for the next launch once seen."""
+        nt = self.num_mma_threads
+        self.epi_barrier.arrive_and_wait()
+        for s2 in cutlass.range(1, ns, unroll=1):
+            flag = flags + Int64(cta + s2) * 4
+            if ct == 0:
+                seen = decode.ld_acquire_gpu_u32(flag)
+                while seen == 0:
+                    seen = decode.ld_acquire_gpu_u32(flag)
+                decode.atom_add_acq_rel_gpu(flag, Int32(-1))
+            self.epi_barrier.arrive_and_wait()
+            cute.arch.fence_acq_rel_gpu()
+            src = ws + Int64(cta + s2) * self.PARTIAL_BYTES
+            for j in cutlass.range_constexpr(cute.size(acc) // 4):
+                ofs = (j * nt + ct) * 16
+                decode.cp_async_16(stage + ofs, src + Int64(ofs), Int32(16))
+            decode.cp_async_wait_all()
+            for j in cutlass.range_constexpr(cute.size(acc) // 4):
+                v = decode.ld_shared_v4_f32(stage + (j * nt + ct) * 16)
+                for i in cutlass.range_constexpr(4):
+                    acc[4 * j + i] = acc[4 * j + i] + v[i]
+
+    @cute.jit
+    def mainloop_mixed(self, b_pipe, a_pipe, bread, aread, afree, kb0, kb1, tiled_mma, acc, ra, tCrB, b_p, sf_p,
+                       sf_r0):
+        """One segment's k-loop (k-blocks kb0 .. kb1 - 1 of a tile).  Sub-block `it`: wait until wgmma(it - 2) is done (it read
+        this A-register parity and A16 stage it - 2, which is then released), decode B1/B2
+        rows into the registers, wait for A16 sub-block it, issue the wgmmas (async).  The
+        packed-B stage is released after its last decode (only generic loads read it).
+        Every stage still held is released after the final drain."""
+        for kb in cutlass.range(kb0, kb1, unroll=1):
+            b_pipe.consumer_wait(bread)
+            si = bread.index
+            # the k-block's 4 A16 sub-blocks, waited for here: an mbarrier wait loop between
+            # a wgmma and its wait_group also serializes the wgmmas (C7513)
+            a4 = aread.clone()
+            for _ in cutlass.range_constexpr(K_BLOCK // SUB_K):
+                a_pipe.consumer_wait(a4)
+                a4.advance()
+            for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
+                cute.nvgpu.warpgroup.wait_group(1)
+                if cutlass.const_expr(j >= 2):
+                    self.release_a16(a_pipe, afree)
+                    afree.advance()
+                else:
+                    if kb > kb0:
+                        self.release_a16(a_pipe, afree)
+                        afree.advance()
+                if cutlass.const_expr(self.interleaved):
+                    self.decode_b_interleaved(ra, b_p + si * self.a_stage_bytes, sf_p + si * (2 * SF_STAGE_BYTES),
+                                              j, sf_r0)
+                else:
+                    self.decode_a(ra, b_p + si * self.a_stage_bytes, sf_p + si * (2 * SF_STAGE_BYTES), j)
+                if cutlass.const_expr(j == K_BLOCK // SUB_K - 1):
+                    b_pipe.consumer_release(bread)
+                cute.nvgpu.warpgroup.fence()
+                for kk in cutlass.range_constexpr(SUB_K // 16):
+                    cute.gemm(tiled_mma, acc, self.a_operand_k(ra, kk, j), tCrB[(None, None, kk, aread.index)], acc)
+                cute.nvgpu.warpgroup.commit_group()
+                aread.advance()
+            bread.advance()
+        cute.nvgpu.warpgroup.wait_group(0)
+        for _ in cutlass.range_constexpr(2):  # the last two sub-blocks' A16 stages
+            self.release_a16(a_pipe, afree)
+            afree.advance()
+        return bread, aread, afree
