@@ -231,9 +231,9 @@ def check_config(cfg: KernelConfig) -> list[str]:
         if cfg.swap_ab or cfg.split_k or cfg.cluster_mn != (1, 1):
             errs.append("skinny takes no swap_ab, split_k or cluster")
     else:
-        if cfg.a_prepass and cfg.problem == "group" and cfg != sm90_group_mixed():
+        if cfg.a_prepass and cfg.problem == "group" and cfg not in (sm90_group_mixed(), sm90_group_mixed(True)):
             errs.append("a_prepass (mixed-input grouped kernel) needs tile (256, 128), swap_ab, ab_stages 2, "
-                        "split_k (stream-K segments), no cluster")
+                        "split_k, cluster (1, 1) (stream-K segments) or (2, 1) (split-K pairs)")
         if cfg.a_prepass and cfg.problem == "dual" and (
                 (tm, tn) != (256, 128) or not cfg.swap_ab or cfg.ab_stages != 2
                 or cfg.cluster_mn not in ((1, 1), (2, 1))) and not _mixed_narrow_ok(cfg):
@@ -611,13 +611,14 @@ def _sm90_mixed_rule(shape) -> KernelConfig | None:
     return None
 
 
-def sm90_group_mixed() -> KernelConfig:
+def sm90_group_mixed(pairs: bool = False) -> KernelConfig:
     """sm_90a grouped GEMM in the mixed-input form (nvfp4gemm/sm90/grouped_mixed.py, exps. 69
     and 78): every group's A decoded once to fp16 by a pre-pass, B_g decoded into wgmma
     registers.  Tile: 256 rows of B_g (the register operand) x 128 rows of A_g; stream-K
-    segments made on the host (`mixed_group_plan`)."""
+    segments made on the host (`mixed_group_plan`), or with `pairs` one tile per 2-CTA
+    cluster, each rank half its k-blocks (cluster (2, 1), exp. 79)."""
     return KernelConfig("group", "sm_90a", (256, 128), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
-                        swap_ab=True, a_prepass=True, ab_stages=2, split_k=True)
+                        swap_ab=True, a_prepass=True, ab_stages=2, split_k=True, cluster_mn=(2, 1) if pairs else (1, 1))
 
 
 # The grouped mixed-input kernel where the cost ranking below picks a stored-decode tile (M_g
@@ -635,15 +636,26 @@ MIXED_GROUP_MIN_N = 4096
 MIXED_GROUP_MIN_WAVE = 0.9
 
 
-def _sm90_group_mixed_ok(shape) -> bool:
+# Split-K pairs of the grouped mixed-input kernel (cluster (2, 1), exp. 79) under the dual
+# pairs' conditions (MIXED_PAIRS_*): 2 x tiles fill [MIXED_PAIRS_MIN_WAVE, 1] of a wave and
+# every K_g > MIXED_PAIRS_MAX_SHORT_K.  H100, 2026-11-25, pairs / the rule before: g4 M64-128
+# N4096 K7168 (128 CTAs) 0.927 (stream-K mixed 0.959); left out: leaderboard g2 N3072 K4096
+# 1.004 (K 4096, and N < MIXED_GROUP_MIN_N), g2 N4096 K1536 1.19 (3 k-blocks per rank), N 2048
+# with 48-64 CTAs 1.23-1.32, 144-256 CTAs (clusters in two waves) 1.13-1.42.
+def _sm90_group_mixed_rule(shape) -> KernelConfig | None:
+    """The grouped mixed-input config (pairs or stream-K) where the rules above pick it,
+    else None; called where the stored-decode cost ranking picked a non-swap tile."""
     tm, tn = sm90_group_mixed().mma_tile_mn
     if not all(n >= MIXED_GROUP_MIN_N and n % tm == 0 for _m, n, _k in shape):
-        return False
+        return None
     tiles = sum((n // tm) * ceil_div(m, tn) for m, n, _k in shape)
-    return tiles >= MIXED_GROUP_MIN_WAVE * SM_COUNT["sm_90a"]
+    sms = SM_COUNT["sm_90a"]
+    if all(k > MIXED_PAIRS_MAX_SHORT_K for _m, _n, k in shape) and MIXED_PAIRS_MIN_WAVE * sms <= 2 * tiles <= sms:
+        return sm90_group_mixed(pairs=True)
+    return sm90_group_mixed() if tiles >= MIXED_GROUP_MIN_WAVE * sms else None
 
 
-def mixed_group_plan(shapes, sms: int, tile=(256, 128)) -> dict:
+def mixed_group_plan(shapes, sms: int, tile=(256, 128), pairs: bool = False) -> dict:
     """Host schedule of the grouped mixed-input kernel (one persistent CTA per SM).
 
     Tiles: per group g, B_g's rows in blocks of tile[0] (nb) x A_g's rows in blocks of
@@ -655,6 +667,9 @@ def mixed_group_plan(shapes, sms: int, tile=(256, 128)) -> dict:
     segment is its CTA's first (a writer, charged one partial); segment s of a tile lies on
     CTA c + s, so writers never wait (mixed.py).
 
+    `pairs` (split-K pairs, cluster (2, 1)): tile t on CTAs 2t (k-blocks [0, KB / 2), s = 0)
+    and 2t + 1 ([KB / 2, KB), s = 1), ns = 2, any number of CTAs.
+
     Returns dict: segs (rows g, nb, m0, kb0, kb1, s, ns), seg_offs (ctas + 1: CTA c runs
     segs[seg_offs[c]:seg_offs[c + 1]]), row0 (A16 row of each group's row 0: groups padded
     to tile[1] rows), a16_rows, ctas."""
@@ -665,6 +680,10 @@ def mixed_group_plan(shapes, sms: int, tile=(256, 128)) -> dict:
         row0.append(r)
         r += ceil_div(m, tn) * tn
         tiles += [(g, nb, m0, k // K_BLOCK) for nb in range(n // tm) for m0 in range(0, m, tn)]
+    if pairs:
+        rows = [(g, nb, m0, s * kbs // 2, (s + 1) * kbs // 2, s, 2) for g, nb, m0, kbs in tiles for s in (0, 1)]
+        return {"segs": rows, "seg_offs": list(range(len(rows) + 1)), "row0": row0, "a16_rows": r,
+                "ctas": len(rows)}
 
     def fill(budget_t):
         """Per-CTA segment lists [(tile, kb0, kb1)] under budget_t, or None if over sms CTAs."""
@@ -835,8 +854,9 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         # kernel measured 2-9% slower on the three unsplit benchmark cases (H200, same run;
         # the dual kernel the other way round, 1-2% faster: notes/sm90.md experiment 26)
         best = min(cands, key=lambda c: sm90_group_cost(c, shape))
-        if not best.swap_ab and _sm90_group_mixed_ok(shape):
-            return sm90_group_mixed()
+        mixed = None if best.swap_ab else _sm90_group_mixed_rule(shape)
+        if mixed is not None:
+            return mixed
         if best.swap_ab:
             # every group's M fits 16 / 32 rows: narrow the MMA N side (same tile count, so
             # the cost ranking holds; H200: g8 x M 8, N 4096, K 7168 81.0 -> 66.9 us, exp. 41)

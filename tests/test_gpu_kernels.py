@@ -451,20 +451,26 @@ _GM_RAGGED = ((1, 512, 2048), (7, 256, 1024), (33, 768, 2048), (130, 512, 512), 
 
 
 @_sm90_only
-@pytest.mark.parametrize("shape", [
-    configs.GROUP_BENCHMARKS[0], configs.GROUP_BENCHMARKS[1],
-    _GM_RAGGED,  # 21 tiles over 132 CTAs: every tile cut into several stream-K segments
-    ((1, 256, 7168), (300, 256, 7168)),  # 4 tiles x 28 k-blocks: chains of up to ~7 segments per tile
-    ((600, 14336, 4096), (384, 14336, 4096)),  # 448 tiles: several whole tiles per CTA
-], ids=["g8-N4096-K7168", "g8-N7168-K2048", "ragged", "few-tiles", "many-tiles"])
-def test_grouped_mixed(shape):
-    """The grouped mixed-input kernel (A pre-pass to fp16 + PDL, B_g in wgmma registers,
-    host-made stream-K segments): poisoned C and scale padding; the same input three times
-    (cached A16 buffer and schedule, the flags each finisher resets reused), bit-identical
-    results (fixed reduction order), flags left zero."""
+@pytest.mark.parametrize("pairs,shape", [
+    (False, configs.GROUP_BENCHMARKS[0]), (False, configs.GROUP_BENCHMARKS[1]),
+    (False, _GM_RAGGED),  # 21 tiles over 132 CTAs: every tile cut into several stream-K segments
+    (False, ((1, 256, 7168), (300, 256, 7168))),  # 4 tiles x 28 k-blocks: chains of up to ~7 segments
+    (False, ((600, 14336, 4096), (384, 14336, 4096))),  # 448 tiles: several whole tiles per CTA
+    # split-K pairs: ragged rows (a rank-1 half entirely past M_g = 1, 7, 33), K per group
+    # 512-2048 (1 + 1 to 4 + 4 k-blocks), 3 k-blocks split 1 + 2, more clusters than fit at once
+    (True, configs.GROUP_BENCHMARKS[2]), (True, configs.GROUP_BENCHMARKS[3]), (True, _GM_RAGGED),
+    (True, ((70, 512, 768), (129, 256, 1792))),
+    (True, ((300, 4096, 1024), (200, 4096, 512), (5, 2048, 768))),
+], ids=["g8-N4096-K7168", "g8-N7168-K2048", "ragged", "few-tiles", "many-tiles",
+        "pairs-g2-N3072-K4096", "pairs-g2-N4096-K1536", "pairs-ragged", "pairs-odd-kb", "pairs-2-waves"])
+def test_grouped_mixed(pairs, shape):
+    """The grouped mixed-input kernel (A pre-pass to fp16 + PDL, B_g in wgmma registers),
+    host-made stream-K segments or split-K pairs: poisoned C and scale padding; the same
+    input three times (cached A16 buffer and schedule, the flags each finisher resets
+    reused), bit-identical results (fixed reduction order), flags left zero."""
     from nvfp4gemm.sm90 import grouped_mixed as gm
 
-    cfg = configs.sm90_group_mixed()
+    cfg = configs.sm90_group_mixed(pairs)
     gm.Sm90GroupedMixedKernel.can_implement(cfg, shape)
     ms, ns, ks = (list(x) for x in zip(*shape))
     data = R.generate_input(ms, ns, ks, len(shape), 31, device="cuda", poison_padding=True)

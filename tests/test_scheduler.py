@@ -143,3 +143,16 @@ def test_mixed_group_plan(shape, sms):
                 assert i == (offs[c + 1] - 1 if s == 0 else offs[c]), "finisher last, writers first"
     pad = [-(-m // 128) * 128 for m, _n, _k in shape]
     assert p["row0"] == [sum(pad[:g]) for g in range(len(shape))] and p["a16_rows"] == sum(pad)
+
+
+@pytest.mark.parametrize("shape", _GM_SHAPES, ids=lambda s: f"g{len(s)}-{s[0]}")
+def test_mixed_group_plan_pairs(shape):
+    """Split-K pairs: tile t (same (g, nb, m0) order) on CTAs 2t and 2t + 1, k-blocks
+    [0, KB / 2) as s = 0 and [KB / 2, KB) as s = 1, one segment per CTA."""
+    p = configs.mixed_group_plan(shape, 132, pairs=True)
+    want = [(g, nb, m0) for g, (m, n, _k) in enumerate(shape) for nb in range(n // 256) for m0 in range(0, m, 128)]
+    assert p["ctas"] == 2 * len(want) and p["seg_offs"] == list(range(2 * len(want) + 1))
+    for t, (g, nb, m0) in enumerate(want):
+        kbs = shape[g][2] // 256
+        assert p["segs"][2 * t] == (g, nb, m0, 0, kbs // 2, 0, 2)
+        assert p["segs"][2 * t + 1] == (g, nb, m0, kbs // 2, kbs, 1, 2)

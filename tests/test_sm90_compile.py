@@ -36,6 +36,10 @@ def _cases():
     # the dual swap kernel (split and whole tiles)
     for tiny_m in (((32, 4096, 7168),) * 8, ((64, 4096, 7168),) * 8):  # MMA N 32, 64
         seen.setdefault(("group", configs.select_config("group", "sm_90a", tiny_m)), tiny_m)
+    # grouped 128x256 stored-decode tiles (the rule's pick for N_g 2048; the 8-group leaderboard
+    # cases now run the mixed-input kernel) and the grouped mixed-input split-K pairs
+    for shape in (((256, 2048, 7168),) * 8, ((64, 4096, 7168), (128, 4096, 7168), (96, 4096, 7168))):
+        seen.setdefault(("group", configs.select_config("group", "sm_90a", shape)), shape)
     # grouped swap with MMA N 16 (every M_g <= 16 now runs the skinny kernel)
     seen.setdefault(("group", replace(configs._sm90_swap_ab("group", 16), split_k=True)), ((8, 4096, 7168),) * 8)
     for shape in ((17, 4096, 7168, 1), (32, 4096, 7168, 1), (64, 4096, 7168, 1), (24, 14336, 4096, 1)):
@@ -277,11 +281,22 @@ def test_grouped_rule_ranks_tiles_by_cost():
 
 
 def test_grouped_mixed_rule():
-    """The grouped mixed-input kernel where the stored-decode ranking picks a non-swap tile,
-    every N_g >= 4096 and its 256 x 128 tiles fill >= 0.9 of the SMs (configs.
-    _sm90_group_mixed_ok, fitted on an H100, exp. 78); its can_implement names N % 256."""
+    """The grouped mixed-input kernel where the stored-decode ranking picks a non-swap tile
+    and every N_g >= 4096: as split-K pairs where 2 x its 256 x 128 tiles fill [0.7, 1] of
+    the SMs and every K_g > 4096, else stream-K where the tiles fill >= 0.9 of the SMs
+    (configs._sm90_group_mixed_rule, fitted on an H100, exps. 78-79); its can_implement
+    names N % 256 and, for pairs, K >= 512."""
     from nvfp4gemm.sm90.grouped_mixed import Sm90GroupedMixedKernel
 
+    pairs = configs.sm90_group_mixed(pairs=True)
+    for shape in [((64, 4096, 7168), (128, 4096, 7168), (96, 4096, 7168), (80, 4096, 7168)),
+                  ((256, 4096, 7168),) * 2]:
+        assert configs.select_config("group", "sm_90a", shape) == pairs, shape
+    # 60 tiles but K = 4096 (and N 3072): not pairs, and too few tiles for stream-K
+    assert not configs.select_config("group", "sm_90a", ((192, 4096, 4096), (320, 4096, 4096))).a_prepass
+    assert not configs.check_config(pairs)
+    with pytest.raises(ValueError, match="K=256: split-K pairs need at least 2 k-blocks"):
+        Sm90GroupedMixedKernel.can_implement(pairs, ((600, 4096, 7168), (300, 4096, 256)))
     mixed = configs.sm90_group_mixed()
     for shape in configs.GROUP_BENCHMARKS[:2] + [((128, 4096, 7168),) * 8,
                                                  tuple((m, 14336, 4096) for m in (384, 640, 512, 448))]:

@@ -566,9 +566,11 @@ class Sm90Common:
 
     # ------------------------------------------------------------------ swap_ab epilogue
     @cute.jit
-    def store_c_t(self, acc, tCcC, c_g, n0, m0, mg, ng, ct):
+    def store_c_t(self, acc, tCcC, c_g, n0, m0, mg, ng, ct, passes: cutlass.Constexpr = 0):
         """swap_ab: the accumulator is a (tile_m over N_g, tile_n over M_g) tile of C^T;
         element (r, c) goes to C[m0 + c, n0 + r]; columns (rows of C) >= M_g are skipped.
+        `passes` (> 0, no SiLU pairing): only the values of accumulator columns [0, 64 passes)
+        (a split-K pair rank holds its 64 rows of C there, `Sm90MixedCommon.pair_exchange`).
 
         A thread's pair (r, c), (r, c + 1) lands in two rows of C, but lane + 4 holds
         (r + 1, c), (r + 1, c + 1): each thread packs its pair (f16x2), swaps it with that
@@ -580,11 +582,17 @@ class Sm90Common:
         mC2 = cute.make_tensor(cute.make_ptr(cutlass.Int32, c_g, cute.AddressSpace.gmem, assumed_align=16),
                                cute.make_layout((mg, ng // 2), stride=(ng // 2, 1)))
         odd, sel = self.c_t_lane(ct)
-        for i in cutlass.range_constexpr(self.c_t_pairs(acc, tCcC)):
-            r, c, p, q = self.c_t_word(acc, tCcC, i, scale)
-            row = m0 + c + odd
-            if row < mg:
-                mC2[(row, (n0 + r - odd) // 2)] = decode.prmt(p, q, sel)
+        pairs = self.c_t_pairs(acc, tCcC)
+        # pair i is flat values 2i, 2i + 1; a rep's tile_n / 2 values hold 8-column groups
+        # j = 0 .. tile_n / 8 - 1 four values each, so column group j is pass j // 8
+        per_rep = self.tile_n // 2
+        assert not passes or 2 * pairs == cute.size(acc) == self.m_reps * per_rep, "passes: no SiLU pairing"
+        for i in cutlass.range_constexpr(pairs):
+            if cutlass.const_expr(not passes or ((2 * i) % per_rep) // 32 < passes):
+                r, c, p, q = self.c_t_word(acc, tCcC, i, scale)
+                row = m0 + c + odd
+                if row < mg:
+                    mC2[(row, (n0 + r - odd) // 2)] = decode.prmt(p, q, sel)
 
     @staticmethod
     def c_t_lane(ct):

@@ -442,49 +442,6 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
         p = self.c_t_pair(acc, i, scale)
         return self.b_row(cute.arch.thread_idx()[0] - 128), c, p, cute.arch.shuffle_sync_bfly(p, 4)
 
-    # ------------------------------------------------------------------ split-K pairs
-    def _pass_index(self, acc, i: int, p: int) -> int:
-        """Accumulator index of value i (0 .. size / 2 - 1) of store pass p, i.e. of C rows
-        [64 p, 64 p + 64) of the tile (`store_c_t_staged`): the accumulator is ((2, 2, 16),
-        2 reps, 1) (DualSiluPairs.c_t_pairs asserts it), column group j = 8 p .. 8 p + 7 of
-        each rep is flat indices 32 p .. 32 p + 31 of that rep's 64."""
-        rep = cute.size(acc) // 2
-        half = rep // 2
-        return (i // half) * rep + p * half + i % half
-
-    @cute.jit
-    def pair_exchange(self, acc, s, stage):
-        """Reduce-scatter of a split-K pair (cluster (2, 1), rank s): after both ranks'
-        mainloops (cluster barrier) each thread stores the 64 fp32 of the other rank's rows
-        of C straight into the peer's A16 ring (free now: every A16 load was consumed and
-        the wgmmas reading it are done) through distributed shared memory, 16 bytes each
-        at (q * 256 + ct) * 16 -- the peer's thread ct holds the same accumulator positions;
-        after a second cluster barrier it adds what it received to its own rows.  Rank 1
-        moves its rows (pass 1) into the pass-0 positions, so both ranks store pass 0 only.
-        Branch-free (selects on s): a branch around the sends serialized the mainloop's
-        wgmmas in the 128 x 128 kernel (C7514).  Sums are own + peer on both ranks."""
-        ct = cute.arch.thread_idx()[0] - 128
-        nt = self.num_mma_threads
-        n_half = cute.size(acc) // 2
-        lo = [self._pass_index(acc, i, 0) for i in range(n_half)]
-        hi = [self._pass_index(acc, i, 1) for i in range(n_half)]
-        first = s == 0
-        peer = 1 - s
-        # order this CTA's wgmma (async-proxy) reads of the ring before the peer's stores
-        cute.arch.fence_proxy(cute.arch.ProxyKind.async_shared, space=cute.arch.SharedSpace.shared_cta)
-        cute.arch.cluster_arrive()
-        cute.arch.cluster_wait()
-        for q in cutlass.range_constexpr(n_half // 4):
-            vals = [cutlass.select_(first, acc[hi[4 * q + e]], acc[lo[4 * q + e]]) for e in range(4)]
-            decode.st_cluster_v4_f32(stage + (q * nt + ct) * 16, peer, *vals)
-        cute.arch.cluster_arrive()
-        cute.arch.cluster_wait()
-        for q in cutlass.range_constexpr(n_half // 4):
-            v = decode.ld_shared_v4_f32(stage + (q * nt + ct) * 16)
-            for e in cutlass.range_constexpr(4):
-                i = 4 * q + e
-                acc[lo[i]] = cutlass.select_(first, acc[lo[i]], acc[hi[i]]) + v[e]
-
 
 # ---------------------------------------------------------------------- host helpers
 

@@ -65,6 +65,10 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         super().__init__(config)
         self.a16_stages = SM90_A16_STAGES  # A16 sub-blocks in flight (two k-blocks)
         self.a16_stage_bytes = self.tile_n * SUB_K * 2  # tile_n rows x 64 fp16
+        # cluster (2, 1), exp. 79: split-K pairs instead of stream-K -- one tile per 2-CTA
+        # cluster, rank s runs half its k-blocks, then the pair reduce-scatters through
+        # distributed shared memory (`pair_exchange`) and rank s stores its 64 rows
+        self.cluster_pairs = config.cluster_mn == (2, 1)
         # Sm90Common's setmaxnreg split (producer 40, consumers 232): the cp.async producer
         # fits it without spills in this kernel (exp. 69's 128-row form did not)
 
@@ -83,6 +87,9 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         tm = config.mma_tile_mn[0]
         errs += [f"group {g}: N={n} must be a multiple of {tm} (the mixed-input tile's B rows)"
                  for g, (_m, n, _k) in enumerate(shapes) if n % tm]
+        if config.cluster_mn == (2, 1):
+            errs += [f"group {g}: K={k}: split-K pairs need at least 2 k-blocks (K >= {2 * K_BLOCK})"
+                     for g, (_m, _n, k) in enumerate(shapes) if k < 2 * K_BLOCK]
         if sum(m * (k // 32) for m, _n, k in shapes) >= 2**31:
             errs.append("A has 2^31 or more 32-code halves (the pre-pass indexes them in 32 bits)")
         if errs:
@@ -149,8 +156,8 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         # programmatic dependent launch: B loads and decode start while the pre-pass drains;
         # only the A16 loads wait for it (griddepcontrol.wait)
         self.kernel(tma_a16, tA16, self.tiled_mma, meta, row0, segs, seg_offs, ws_ptr, flags_ptr).launch(
-            grid=[num_ctas, 1, 1], block=[self.threads_per_cta, 1, 1], min_blocks_per_mp=1, stream=stream,
-            use_pdl=True)
+            grid=[num_ctas, 1, 1], block=[self.threads_per_cta, 1, 1], cluster=[2 if self.cluster_pairs else 1, 1, 1],
+            min_blocks_per_mp=1, stream=stream, use_pdl=True)
 
     @cute.kernel
     def prepass_kernel(self, meta: cute.Tensor, pre_offs: cute.Tensor, row0: cute.Tensor, a16_ptr: cute.Pointer,
@@ -298,7 +305,15 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
             s = segs[(i, 5)]
             ns = segs[(i, 6)]
             finish = Int32(1)
-            if ns > 1:
+            if cutlass.const_expr(self.cluster_pairs):
+                # rank s keeps rows [64 s, 64 s + 64) of the tile's C rows, summed over the
+                # pair, in its pass-0 accumulator positions, and stores only those
+                self.pair_exchange(acc, s, a16_p)
+                gp = segs[(i, 0)]
+                self.store_c_t(acc, tCcC, meta[(gp, 2)], segs[(i, 1)] * self.tile_m, segs[(i, 2)] + 64 * s,
+                               Int32(meta[(gp, 5)]), Int32(meta[(gp, 6)]), ct, passes=1)
+                finish = Int32(0)
+            elif ns > 1:
                 if s > 0:  # the CTA's first segment: hand the partial to the tile's finisher
                     self.write_partial(acc, ws_ptr.toint(), flags_ptr.toint(), cta, ct)
                     finish = Int32(0)
@@ -339,7 +354,8 @@ def launch_tables(config: KernelConfig, dev, rows, shapes) -> tuple:
     flags (zeroed once; each finisher resets the flags it consumed)."""
     import torch
 
-    plan = configs.mixed_group_plan(shapes, sm_count(dev), config.mma_tile_mn)
+    pairs = config.cluster_mn == (2, 1)
+    plan = configs.mixed_group_plan(shapes, sm_count(dev), config.mma_tile_mn, pairs=pairs)
     ctas = plan["ctas"]
     meta = rows + [[0] * META_FIELDS] * (MAX_GROUPS - len(rows))
     halves = [0]
@@ -355,7 +371,8 @@ def launch_tables(config: KernelConfig, dev, rows, shapes) -> tuple:
     return (torch.tensor(meta, dtype=torch.int64, device=dev), i32(halves), i32(row0), i32(plan["segs"]),
             i32(plan["seg_offs"]),
             torch.zeros((plan["a16_rows"], k_max), dtype=torch.float16, device=dev),
-            torch.empty(ctas * Sm90GroupedMixedKernel.PARTIAL_BYTES // 4, dtype=torch.float32, device=dev),
+            torch.empty(1 if pairs else ctas * Sm90GroupedMixedKernel.PARTIAL_BYTES // 4, dtype=torch.float32,
+                        device=dev),
             torch.zeros(ctas, dtype=torch.int32, device=dev),
             halves[len(shapes)], k_max, plan["a16_rows"], ctas)
 
