@@ -621,38 +621,33 @@ def sm90_group_mixed(pairs: bool = False) -> KernelConfig:
                         swap_ab=True, a_prepass=True, ab_stages=2, split_k=True, cluster_mn=(2, 1) if pairs else (1, 1))
 
 
-# The grouped mixed-input kernel where the cost ranking below picks a stored-decode tile (M_g
-# large enough that the swap kernel's 64-row padding does not win), every N_g >= MIXED_GROUP_MIN_N
-# (the pre-pass writes A16 for every group: its cost per MAC grows as N shrinks, as for the
-# dual kernel's MIXED_MIN_N) and its 256 x 128 tiles fill >= MIXED_GROUP_MIN_WAVE of the SMs
-# (fewer tiles are all cut into stream-K segments).  Fitted to 10 shapes, H100, 2026-11-25
-# (notes/sm90.md exp. 78), new / the rule before: picked and faster -- leaderboard g8 N4096
-# K7168 0.938 (ab_compare, 132 vs 141 us), g8 N7168 K2048 0.969, prefill g8 M384-640 N14336
-# K4096 0.973, g8 M384-640 N4096 K14336 0.984, g8 M128 N4096 K7168 0.982, g4 M64-256 N7168
-# K2048 0.992; left out and slower -- leaderboard g2 N3072 K4096 1.10 and g2 N4096 K1536 1.38
-# (60 / 64 tiles), g16 M64-200 N2048 K4096 1.064 and g8 M256 N2048 K7168 1.050 (N 2048), g8
-# M64 N4096 K7168 1.155 (the swap kernel's pick).
+# Split-K pairs of the grouped mixed-input kernel (cluster (2, 1), exp. 79) where the cost
+# ranking below picks a stored-decode tile that is not swap (M_g large enough that the swap
+# kernel's 64-row padding does not win), every N_g >= MIXED_GROUP_MIN_N (the pre-pass writes
+# A16 for every group: its cost per MAC grows as N shrinks, as for the dual kernel's
+# MIXED_MIN_N), and, as for the dual pairs (MIXED_PAIRS_*), 2 x its 256 x 128 tiles fill
+# [MIXED_PAIRS_MIN_WAVE, 1] of a wave and every K_g > MIXED_PAIRS_MAX_SHORT_K.  H100,
+# 2026-11-25, pairs / the rule before: fitted on g4 M64-128 N4096 K7168 0.927; then on shapes
+# not used to fit it g2 M256 N4096 K7168 0.927, g3 M100-128 N5120 K14336 0.933, g2 M64-128
+# N7168 K7168 0.916.  Outside it: leaderboard g2 N3072 K4096 1.004 (K 4096), g2 N4096 K1536
+# 1.19 (3 k-blocks per rank), N 2048 with 48-64 CTAs 1.23-1.32, 144-256 CTAs (clusters in two
+# waves) 1.13-1.42.
+# The stream-K form is no rule, only the two pins in CONFIG_MAP: beside the leaderboard's 8-
+# group cases (0.938, 0.969) it won 1-3% on four shapes (prefill g8 M384-640 N14336 K4096
+# 0.973, N4096 K14336 0.984, g8 M128 N4096 K7168 0.982, g4 M64-256 N7168 K2048 0.992) and lost
+# 9% on g8 M200-300 N4096 K7168 (1.088, 246 vs 226 us, cause not found), 5-6% with N 2048.
 MIXED_GROUP_MIN_N = 4096
-MIXED_GROUP_MIN_WAVE = 0.9
 
 
-# Split-K pairs of the grouped mixed-input kernel (cluster (2, 1), exp. 79) under the dual
-# pairs' conditions (MIXED_PAIRS_*): 2 x tiles fill [MIXED_PAIRS_MIN_WAVE, 1] of a wave and
-# every K_g > MIXED_PAIRS_MAX_SHORT_K.  H100, 2026-11-25, pairs / the rule before: g4 M64-128
-# N4096 K7168 (128 CTAs) 0.927 (stream-K mixed 0.959); left out: leaderboard g2 N3072 K4096
-# 1.004 (K 4096, and N < MIXED_GROUP_MIN_N), g2 N4096 K1536 1.19 (3 k-blocks per rank), N 2048
-# with 48-64 CTAs 1.23-1.32, 144-256 CTAs (clusters in two waves) 1.13-1.42.
 def _sm90_group_mixed_rule(shape) -> KernelConfig | None:
-    """The grouped mixed-input config (pairs or stream-K) where the rules above pick it,
-    else None; called where the stored-decode cost ranking picked a non-swap tile."""
+    """The grouped mixed-input split-K pairs where the rule above picks them, else None;
+    called where the stored-decode cost ranking picked a non-swap tile."""
     tm, tn = sm90_group_mixed().mma_tile_mn
-    if not all(n >= MIXED_GROUP_MIN_N and n % tm == 0 for _m, n, _k in shape):
+    if not all(n >= MIXED_GROUP_MIN_N and n % tm == 0 and k > MIXED_PAIRS_MAX_SHORT_K for _m, n, k in shape):
         return None
     tiles = sum((n // tm) * ceil_div(m, tn) for m, n, _k in shape)
     sms = SM_COUNT["sm_90a"]
-    if all(k > MIXED_PAIRS_MAX_SHORT_K for _m, _n, k in shape) and MIXED_PAIRS_MIN_WAVE * sms <= 2 * tiles <= sms:
-        return sm90_group_mixed(pairs=True)
-    return sm90_group_mixed() if tiles >= MIXED_GROUP_MIN_WAVE * sms else None
+    return sm90_group_mixed(pairs=True) if MIXED_PAIRS_MIN_WAVE * sms <= 2 * tiles <= sms else None
 
 
 def mixed_group_plan(shapes, sms: int, tile=(256, 128), pairs: bool = False) -> dict:
@@ -967,6 +962,13 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # tail tiles split 3 ways); g8 N=7168 K=2048 105.8 / 125.4 / 116.3; g2 N=3072 K=4096
     # 45.9 (split 2) / 43.9 / 50.0; g2 N=4096 K=1536 29.5 (split 2) / 23.7 / 24.9.
     **{("sm_90a", "group", s): default_config("group", "sm_90a", s) for s in GROUP_BENCHMARKS},
+    # The two 8-group cases: the grouped mixed-input kernel, stream-K (A decoded once by a
+    # pre-pass, B_g into wgmma registers, host-made segments; exps. 69, 78).  H100,
+    # 2026-11-25, ab_compare (2 rounds x 30) against the 128x256 stored-decode kernel the rule
+    # picks: g8 N4096 K7168 132.0 vs 140.8 us (0.938), g8 N7168 K2048 0.969; the same in an
+    # earlier pair of rounds (0.936, 0.958).  Not a rule: see _sm90_group_mixed_rule.
+    ("sm_90a", "group", GROUP_BENCHMARKS[0]): sm90_group_mixed(),
+    ("sm_90a", "group", GROUP_BENCHMARKS[1]): sm90_group_mixed(),
 }
 
 

@@ -281,31 +281,30 @@ def test_grouped_rule_ranks_tiles_by_cost():
 
 
 def test_grouped_mixed_rule():
-    """The grouped mixed-input kernel where the stored-decode ranking picks a non-swap tile
-    and every N_g >= 4096: as split-K pairs where 2 x its 256 x 128 tiles fill [0.7, 1] of
-    the SMs and every K_g > 4096, else stream-K where the tiles fill >= 0.9 of the SMs
-    (configs._sm90_group_mixed_rule, fitted on an H100, exps. 78-79); its can_implement
-    names N % 256 and, for pairs, K >= 512."""
+    """The grouped mixed-input kernel: as split-K pairs by rule where the stored-decode ranking
+    picks a non-swap tile, every N_g >= 4096 and K_g > 4096, and 2 x its 256 x 128 tiles fill
+    [0.7, 1] of the SMs (configs._sm90_group_mixed_rule, H100, exp. 79); stream-K only where
+    CONFIG_MAP pins it (the two 8-group leaderboard cases, exp. 78).  can_implement names
+    N % 256 and, for pairs, K >= 512."""
     from nvfp4gemm.sm90.grouped_mixed import Sm90GroupedMixedKernel
 
     pairs = configs.sm90_group_mixed(pairs=True)
+    mixed = configs.sm90_group_mixed()
     for shape in [((64, 4096, 7168), (128, 4096, 7168), (96, 4096, 7168), (80, 4096, 7168)),
                   ((256, 4096, 7168),) * 2]:
         assert configs.select_config("group", "sm_90a", shape) == pairs, shape
-    # 60 tiles but K = 4096 (and N 3072): not pairs, and too few tiles for stream-K
-    assert not configs.select_config("group", "sm_90a", ((192, 4096, 4096), (320, 4096, 4096))).a_prepass
-    assert not configs.check_config(pairs)
+    for shape in configs.GROUP_BENCHMARKS[:2]:
+        assert configs.select_config("group", "sm_90a", shape) == mixed, shape
+    for shape in configs.GROUP_BENCHMARKS[2:] + [
+            ((256, 2048, 7168),) * 8, ((64, 4096, 7168),) * 8,  # N 2048; the swap kernel's M
+            ((128, 4096, 7168),) * 8,  # 256 CTAs as pairs, and stream-K is no rule
+            ((192, 4096, 4096), (320, 4096, 4096)),  # K 4096
+            ((600, 4096, 7168), (300, 3968, 7168))]:  # N % 256
+        assert not configs.select_config("group", "sm_90a", shape).a_prepass, shape
+    assert not configs.check_config(pairs) and not configs.check_config(mixed)
+    assert configs.check_config(replace(mixed, mma_tile_mn=(128, 128)))
     with pytest.raises(ValueError, match="K=256: split-K pairs need at least 2 k-blocks"):
         Sm90GroupedMixedKernel.can_implement(pairs, ((600, 4096, 7168), (300, 4096, 256)))
-    mixed = configs.sm90_group_mixed()
-    for shape in configs.GROUP_BENCHMARKS[:2] + [((128, 4096, 7168),) * 8,
-                                                 tuple((m, 14336, 4096) for m in (384, 640, 512, 448))]:
-        assert configs.select_config("group", "sm_90a", shape) == mixed, shape
-    for shape in configs.GROUP_BENCHMARKS[2:] + [((256, 2048, 7168),) * 8, ((64, 4096, 7168),) * 8,
-                                                 ((600, 4096, 7168), (300, 3968, 7168))]:
-        assert not configs.select_config("group", "sm_90a", shape).a_prepass, shape
-    assert not configs.check_config(mixed)
-    assert configs.check_config(replace(mixed, mma_tile_mn=(128, 128)))
     with pytest.raises(ValueError, match="N=3968 must be a multiple of 256"):
         Sm90GroupedMixedKernel.can_implement(mixed, ((600, 4096, 7168), (300, 3968, 7168)))
 
