@@ -155,9 +155,10 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
     sub-blocks of every B (the wgmma reads B from shared memory; A is decoded into its
     registers, rs_a), plus the C staging buffers."""
     tm, tn = cfg.mma_tile_mn
-    if cfg.a_prepass:  # packed register-operand rows (tm: B1 + B2, or B_g) and 2 scale atoms per stage;
-        # fp16 A ring; C staging
-        return cfg.ab_stages * (tm * (K_BLOCK // 2) + 2 * 128 * (K_BLOCK // SF_VEC)) \
+    if cfg.a_prepass:  # packed register-operand rows (tm: B1 + B2, or B_g) and their scale atoms per
+        # stage (dual: B1's and B2's; grouped: tm / 128); fp16 A ring; C staging
+        atoms = 2 if cfg.problem == "dual" else tm // 128
+        return cfg.ab_stages * (tm * (K_BLOCK // 2) + atoms * 128 * (K_BLOCK // SF_VEC)) \
             + SM90_A16_STAGES * tn * 64 * 2 + mixed_c_stage_bytes(cfg) + 1024
     if cfg.skinny:  # per warp: ab_stages cp.async stages + its fp32 partial sums (skinny.py)
         lane_rows = cfg.gemms * tm // 8 + tn // 8  # rows of every B and of A a lane loads per chunk
@@ -231,9 +232,11 @@ def check_config(cfg: KernelConfig) -> list[str]:
         if cfg.swap_ab or cfg.split_k or cfg.cluster_mn != (1, 1):
             errs.append("skinny takes no swap_ab, split_k or cluster")
     else:
-        if cfg.a_prepass and cfg.problem == "group" and cfg not in (sm90_group_mixed(), sm90_group_mixed(True)):
+        if cfg.a_prepass and cfg.problem == "group" and cfg not in (sm90_group_mixed(), sm90_group_mixed(True),
+                                                                     sm90_group_mixed(tile=(128, 128))):
             errs.append("a_prepass (mixed-input grouped kernel) needs tile (256, 128), swap_ab, ab_stages 2, "
-                        "split_k, cluster (1, 1) (stream-K segments) or (2, 1) (split-K pairs)")
+                        "split_k, cluster (1, 1) (stream-K segments) or (2, 1) (split-K pairs); or tile (128, 128), "
+                        "stream-K")
         if cfg.a_prepass and cfg.problem == "dual" and (
                 (tm, tn) != (256, 128) or not cfg.swap_ab or cfg.ab_stages != 2
                 or cfg.cluster_mn not in ((1, 1), (2, 1))) and not _mixed_narrow_ok(cfg):
@@ -611,13 +614,13 @@ def _sm90_mixed_rule(shape) -> KernelConfig | None:
     return None
 
 
-def sm90_group_mixed(pairs: bool = False) -> KernelConfig:
+def sm90_group_mixed(pairs: bool = False, tile=(256, 128)) -> KernelConfig:
     """sm_90a grouped GEMM in the mixed-input form (nvfp4gemm/sm90/grouped_mixed.py, exps. 69
     and 78): every group's A decoded once to fp16 by a pre-pass, B_g decoded into wgmma
     registers.  Tile: 256 rows of B_g (the register operand) x 128 rows of A_g; stream-K
     segments made on the host (`mixed_group_plan`), or with `pairs` one tile per 2-CTA
     cluster, each rank half its k-blocks (cluster (2, 1), exp. 79)."""
-    return KernelConfig("group", "sm_90a", (256, 128), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
+    return KernelConfig("group", "sm_90a", tuple(tile), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
                         swap_ab=True, a_prepass=True, ab_stages=2, split_k=True, cluster_mn=(2, 1) if pairs else (1, 1))
 
 

@@ -461,8 +461,12 @@ _GM_RAGGED = ((1, 512, 2048), (7, 256, 1024), (33, 768, 2048), (130, 512, 512), 
     (True, configs.GROUP_BENCHMARKS[2]), (True, configs.GROUP_BENCHMARKS[3]), (True, _GM_RAGGED),
     (True, ((70, 512, 768), (129, 256, 1792))),
     (True, ((300, 4096, 1024), (200, 4096, 512), (5, 2048, 768))),
+    # 128-row register operand (one m64 rep per consumer warpgroup, one scale atom per stage)
+    ("128", configs.GROUP_BENCHMARKS[2]), ("128", configs.GROUP_BENCHMARKS[3]), ("128", _GM_RAGGED),
+    ("128", ((1, 128, 7168), (300, 128, 7168))),
 ], ids=["g8-N4096-K7168", "g8-N7168-K2048", "ragged", "few-tiles", "many-tiles",
-        "pairs-g2-N3072-K4096", "pairs-g2-N4096-K1536", "pairs-ragged", "pairs-odd-kb", "pairs-2-waves"])
+        "pairs-g2-N3072-K4096", "pairs-g2-N4096-K1536", "pairs-ragged", "pairs-odd-kb", "pairs-2-waves",
+        "128-g2-N3072-K4096", "128-g2-N4096-K1536", "128-ragged", "128-few-tiles"])
 def test_grouped_mixed(pairs, shape):
     """The grouped mixed-input kernel (A pre-pass to fp16 + PDL, B_g in wgmma registers),
     host-made stream-K segments or split-K pairs: poisoned C and scale padding; the same
@@ -470,7 +474,7 @@ def test_grouped_mixed(pairs, shape):
     reused), bit-identical results (fixed reduction order), flags left zero."""
     from nvfp4gemm.sm90 import grouped_mixed as gm
 
-    cfg = configs.sm90_group_mixed(pairs)
+    cfg = configs.sm90_group_mixed(tile=(128, 128)) if pairs == "128" else configs.sm90_group_mixed(pairs)
     gm.Sm90GroupedMixedKernel.can_implement(cfg, shape)
     ms, ns, ks = (list(x) for x in zip(*shape))
     data = R.generate_input(ms, ns, ks, len(shape), 31, device="cuda", poison_padding=True)

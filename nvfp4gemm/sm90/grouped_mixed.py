@@ -72,6 +72,9 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         # Sm90Common's setmaxnreg split (producer 40, consumers 232): the cp.async producer
         # fits it without spills in this kernel (exp. 69's 128-row form did not)
 
+    def sf_stage_bytes(self) -> int:
+        return self.sfa_atoms * SF_STAGE_BYTES  # tile_m / 128 atoms of B_g rows
+
     @staticmethod
     def check_config(config: KernelConfig) -> None:
         if not config.a_prepass or config.arch != "sm_90a" or config.problem != "group":

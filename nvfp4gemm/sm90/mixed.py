@@ -43,6 +43,11 @@ class Sm90MixedCommon(Sm90Common):
 
     interleaved = False  # the dual kernel's narrow form sets it (B1 / B2 rows interleaved)
 
+    def sf_stage_bytes(self) -> int:
+        """Scale bytes of one packed-B stage: two 128-row atoms (dual: B1's and B2's; grouped:
+        a 256-row tile's two)."""
+        return 2 * SF_STAGE_BYTES
+
     def b_task_codes(self) -> int:
         return 32  # pair-major K order (no quarter tasks here)
 
@@ -199,10 +204,10 @@ class Sm90MixedCommon(Sm90Common):
                         self.release_a16(a_pipe, afree)
                         afree.advance()
                 if cutlass.const_expr(self.interleaved):
-                    self.decode_b_interleaved(ra, b_p + si * self.a_stage_bytes, sf_p + si * (2 * SF_STAGE_BYTES),
+                    self.decode_b_interleaved(ra, b_p + si * self.a_stage_bytes, sf_p + si * self.sf_stage_bytes(),
                                               j, sf_r0)
                 else:
-                    self.decode_a(ra, b_p + si * self.a_stage_bytes, sf_p + si * (2 * SF_STAGE_BYTES), j)
+                    self.decode_a(ra, b_p + si * self.a_stage_bytes, sf_p + si * self.sf_stage_bytes(), j)
                 if cutlass.const_expr(j == K_BLOCK // SUB_K - 1):
                     b_pipe.consumer_release(bread)
                 cute.nvgpu.warpgroup.fence()
