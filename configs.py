@@ -972,6 +972,12 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # earlier pair of rounds (0.936, 0.958).  Not a rule: see _sm90_group_mixed_rule.
     ("sm_90a", "group", GROUP_BENCHMARKS[0]): sm90_group_mixed(),
     ("sm_90a", "group", GROUP_BENCHMARKS[1]): sm90_group_mixed(),
+    # g2 N3072 K4096: the mixed-input kernel with 128-row tiles (120 tiles of 128 B_g rows x
+    # 128 A rows, stream-K over 132 SMs; exp. 80).  H100, 2026-11-25, explicit configs, one
+    # process, 3 rounds: 37.8-37.9 vs 38.6-38.7 us for the 128x128 stored-decode kernel
+    # (0.981); ab_compare through custom_kernel (3 rounds x 30): 39.0-39.1 -> 38.2-38.4 us
+    # (0.982).  Not a rule: three more shapes only (notes/sm90.md exp. 80).
+    ("sm_90a", "group", GROUP_BENCHMARKS[2]): sm90_group_mixed(tile=(128, 128)),
 }
 
 

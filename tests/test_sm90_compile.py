@@ -52,7 +52,7 @@ def _cases():
     # kernel, which has no decoded buffers)
     for problem, shape in (("dual", configs.DUAL_BENCHMARKS[1]), ("group", configs.GROUP_BENCHMARKS[2])):
         cfg = (configs.sm90_dual_tile_rule(shape) if problem == "dual"
-               else configs.select_config(problem, "sm_90a", shape))
+               else configs.default_config(problem, "sm_90a", shape))  # (the rule: 128x128 stored-decode)
         seen.setdefault((problem, configs._fill_stages(replace(cfg, dec_stages=2), cap=4)), shape)
     return [(p, c, s) for (p, c), s in seen.items()]
 
@@ -284,7 +284,8 @@ def test_grouped_mixed_rule():
     """The grouped mixed-input kernel: as split-K pairs by rule where the stored-decode ranking
     picks a non-swap tile, every N_g >= 4096 and K_g > 4096, and 2 x its 256 x 128 tiles fill
     [0.7, 1] of the SMs (configs._sm90_group_mixed_rule, H100, exp. 79); stream-K only where
-    CONFIG_MAP pins it (the two 8-group leaderboard cases, exp. 78).  can_implement names
+    CONFIG_MAP pins it (the two 8-group leaderboard cases, exp. 78; g2 N3072 K4096 with
+    128-row tiles, exp. 80).  can_implement names
     N % 256 and, for pairs, K >= 512."""
     from nvfp4gemm.sm90.grouped_mixed import Sm90GroupedMixedKernel
 
@@ -295,14 +296,18 @@ def test_grouped_mixed_rule():
         assert configs.select_config("group", "sm_90a", shape) == pairs, shape
     for shape in configs.GROUP_BENCHMARKS[:2]:
         assert configs.select_config("group", "sm_90a", shape) == mixed, shape
-    for shape in configs.GROUP_BENCHMARKS[2:] + [
+    assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[2]) == \
+        configs.sm90_group_mixed(tile=(128, 128))
+    for shape in configs.GROUP_BENCHMARKS[3:] + [
             ((256, 2048, 7168),) * 8, ((64, 4096, 7168),) * 8,  # N 2048; the swap kernel's M
             ((128, 4096, 7168),) * 8,  # 256 CTAs as pairs, and stream-K is no rule
             ((192, 4096, 4096), (320, 4096, 4096)),  # K 4096
             ((600, 4096, 7168), (300, 3968, 7168))]:  # N % 256
         assert not configs.select_config("group", "sm_90a", shape).a_prepass, shape
     assert not configs.check_config(pairs) and not configs.check_config(mixed)
-    assert configs.check_config(replace(mixed, mma_tile_mn=(128, 128)))
+    assert not configs.check_config(configs.sm90_group_mixed(tile=(128, 128)))
+    assert configs.check_config(replace(mixed, mma_tile_mn=(128, 64)))
+    assert configs.check_config(replace(pairs, mma_tile_mn=(128, 128)))
     with pytest.raises(ValueError, match="K=256: split-K pairs need at least 2 k-blocks"):
         Sm90GroupedMixedKernel.can_implement(pairs, ((600, 4096, 7168), (300, 4096, 256)))
     with pytest.raises(ValueError, match="N=3968 must be a multiple of 256"):
