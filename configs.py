@@ -62,9 +62,9 @@ class KernelConfig:
     # warps per CTA split K
     skinny: bool = False
     k_warps: int = 8
-    # sm_90a dual, mixed-input form (nvfp4gemm/sm90/dual_mixed.py): a pre-pass decodes A
-    # once to fp16, the main kernel TMA-loads it as the wgmma shared-memory operand and
-    # decodes B1 / B2 straight into wgmma registers (C^T tiles: swap_ab, tile (256, 128))
+    # sm_90a mixed-input form (nvfp4gemm/sm90/dual_mixed.py, grouped_mixed.py): a pre-pass
+    # decodes A once to fp16, the main kernel TMA-loads it as the wgmma shared-memory operand
+    # and decodes B1 / B2 (B_g) straight into wgmma registers (C^T tiles: swap_ab)
     a_prepass: bool = False
 
     @property

@@ -13,28 +13,34 @@ a named barrier before the wgmma; here nothing decoded is stored by a thread:
   2. `kernel`, launched behind it with programmatic dependent launch (only its A16 loads wait
      for the pre-pass, griddepcontrol.wait), one CTA per SM, walks its host-made list of
      segments (configs.mixed_group_plan): a segment is k-blocks kb0 .. kb1 - 1 of a tile =
-     256 rows of B_g (nb) x the A_g rows m0 .. m0 + 127 (ragged: A16's zero padding rows;
-     their columns of C^T are not stored).
+     tile_m (256, or 128) rows of B_g (nb) x the A_g rows m0 .. m0 + 127 (ragged: A16's zero
+     padding rows; their columns of C^T are not stored).
        WG0  producer: all 128 threads cp.async one k-block of packed B_g rows (128B-swizzled)
-            and its two scale atoms into a 2-stage ring (per-group addresses, no
+            and its tile_m / 128 scale atoms into a 2-stage ring (per-group addresses, no
             descriptors); warp 0 also TMA-loads the tile's A16 sub-blocks (128 rows x 64
             fp16) into an 8-stage ring (one descriptor over all groups).
-       WG1, WG2  consumers: each holds 128 rows of B_g as wgmma register operands (two m64
-            reps, `Sm90Common.decode_a`), decoded straight from the packed stage, and issues
-            m64 x n128 x k16 wgmmas against the A16 stage (`Sm90MixedCommon.mainloop_mixed`);
-            the epilogue writes the transposed tile with 32-bit stores, rows of C past M_g
-            skipped (`Sm90Common.store_c_t`).
+       WG1, WG2  consumers: each holds tile_m / 2 rows of B_g as wgmma register operands
+            (m64 reps, `Sm90Common.decode_a`), decoded straight from the packed stage, and
+            issues m64 x n128 x k16 wgmmas against the A16 stage
+            (`Sm90MixedCommon.mainloop_mixed`); the epilogue writes the transposed tile with
+            32-bit stores, rows of C past M_g skipped (`Sm90Common.store_c_t`).
      Stream-K: a tile cut into segments reduces through an fp32 workspace (mixed.py
-     `write_partial` / `add_partials`; the plan puts segment s on CTA c + s).
-  Stream-K assumes every CTA of the grid is resident at once (one per SM, grid <= SMs).
+     `write_partial` / `add_partials`; the plan puts segment s on CTA c + s).  It assumes
+     every CTA of the grid is resident at once (one per SM, grid <= SMs).
+     Split-K pairs (config cluster_mn (2, 1), tile 256 x 128, exp. 79): one tile per 2-CTA
+     cluster, rank s runs k-blocks [s KB / 2, (s + 1) KB / 2), then the pair reduce-scatters
+     through distributed shared memory (`pair_exchange`) and rank s stores C rows m0 + 64 s
+     .. + 63 (`store_c_t(..., passes=1)`); any number of clusters.
 
-H100, 2026-11-25 (exp. 78, ab_compare against the 128 x 256 stored-decode kernel): g8 N4096
-K7168 0.936, g8 N7168 K2048 0.958; it loses on the two-group cases (1.10, 1.38), which keep
-the stored-decode kernel.
+H100, 2026-11-25 (ab_compare against the stored-decode kernels the rule picks): stream-K
+256 x 128 on g8 N4096 K7168 0.938 (141 -> 132 us), g8 N7168 K2048 0.969 (exp. 78); 128 x 128
+on g2 N3072 K4096 0.982 (exp. 80); pairs 0.916-0.933 on 4 shapes with 64-66 tiles and long K
+(exp. 79).  Where each is selected: configs.CONFIG_MAP pins and `_sm90_group_mixed_rule`.
 
 Constraints (can_implement): 1..16 groups, configs.check_shape (N_g % 64, K_g % 256), N_g a
-multiple of 256 (the tile's B rows), any M_g >= 1.  Workspaces (cached per input buffers):
-A16 (sum of padded M_g) x K_max fp16, and a 128 KB fp32 partial plus a flag per CTA.
+multiple of tile_m (the tile's B rows), any M_g >= 1; pairs: K_g >= 512.  Workspaces (cached
+per input buffers): A16 (sum of M_g padded to 128) x K_max fp16, and for stream-K a 128 KB
+fp32 partial plus a flag per CTA.
 """
 
 from __future__ import annotations

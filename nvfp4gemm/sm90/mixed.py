@@ -10,6 +10,8 @@ the main kernel.  Shared here:
     stored operand), times 2^-6 like every decode, written to shared memory so that each
     kernel's pre-pass can store a warp's 2 KB with contiguous instructions (exp. 70);
   * the consumer k-loop `mainloop_mixed` (wgmmas one sub-block deep against the A16 ring);
+  * the split-K pairs' reduce-scatter through distributed shared memory (`pair_exchange`,
+    cluster (2, 1): each rank ends with its 64 rows of C in the pass-0 accumulator positions);
   * the stream-K partial exchange (`write_partial` / `add_partials`) through an fp32
     workspace: a tile cut into segments s = 0 .. ns - 1 has segment s on CTA c + s; every
     segment but s = 0 is its CTA's *first* work and is written with a release flag; s = 0 is
