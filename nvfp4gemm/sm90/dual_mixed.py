@@ -358,22 +358,10 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
     def consumer(self, st, b_pipe, a_pipe, tiled_mma, c_ptr, ws_ptr, flags_ptr, m, n, tiles_m, tiles_n,
                  k_blocks, dp_tiles, tidx):
         ct = tidx - 128  # consumer thread 0..255
-        sA16 = st.sA16.get_tensor(self.a16_layout.outer, swizzle=self.a16_layout.inner)
-        thr_mma = tiled_mma.get_slice(ct)
-        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sA16))
-        ra = self.make_a_operand(thr_mma, ct)
-        # (256, 128) coordinates of this thread's accumulator values: row r < 128 is x1 of
-        # column n0 + r of C, row r + 128 its x2; column c is row m0 + c of C
-        tCcC = thr_mma.partition_C(cute.make_identity_tensor((self.tile_m, self.tile_n)))
-        acc = cute.make_rmem_tensor(tCcC.shape, cutlass.Float32)
-        b_p = st.sBp.data_ptr().toint()
-        sf_p = st.sSF.data_ptr().toint()
-        a16_p = st.sA16.data_ptr().toint()  # also the finisher's staging buffer (128 KB)
+        # tCcC: (256, 128) coordinates; row r < 128 is x1 of column n0 + r of C, row r + 128
+        # its x2 (narrow form: `c_t_word`); column c is row m0 + c of C
+        tCrB, ra, tCcC, acc, b_p, sf_p, a16_p, bread, aread, afree = self.consumer_setup(st, tiled_mma, ct)
         c_stage = st.sC.data_ptr().toint()  # the epilogue's 16 KB staging buffer
-
-        bread = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
-        aread = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.a16_stages)
-        afree = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.a16_stages)
         walk, tile_dp, u, end, tile, kb0, kb1, s, ns, valid = self.walk_start(tiles_m * tiles_n, k_blocks, dp_tiles)
         while valid != 0:
             mb, nb, _lb = scheduler.linear_to_mnl(tile, tiles_m, tiles_n, self.raster_m)
@@ -393,12 +381,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
                 finish = Int32(0)
             elif cutlass.const_expr(self.config.split_k):
                 if ns > 1:
-                    cta = walk[0]
-                    if s > 0:  # the CTA's first segment: hand the partial to the tile's finisher
-                        self.write_partial(acc, ws_ptr.toint(), flags_ptr.toint(), cta, ct)
-                        finish = Int32(0)
-                    else:  # the CTA's last segment: add the others' partials, then store
-                        self.add_partials(acc, ws_ptr.toint(), flags_ptr.toint(), cta, ns, a16_p, ct)
+                    finish = self.stream_k_handoff(acc, ws_ptr.toint(), flags_ptr.toint(), walk[0], s, ns, a16_p, ct)
             if finish != 0:
                 self.store_c_t_staged(acc, tCcC, c_ptr.toint(), nb * self.n_per_tile, mb * self.tile_n, m, n, ct, c_stage)
             tile_dp, u, tile, kb0, kb1, s, ns, valid = self.walk_next(walk, tile_dp, u, end, kb0, kb1, k_blocks)

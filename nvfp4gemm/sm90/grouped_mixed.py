@@ -292,20 +292,8 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
     @cute.jit
     def consumer(self, st, b_pipe, a_pipe, tiled_mma, meta, segs, i0, i1, ws_ptr, flags_ptr, cta, tidx):
         ct = tidx - 128  # consumer thread 0..255
-        sA16 = st.sA16.get_tensor(self.a16_layout.outer, swizzle=self.a16_layout.inner)
-        thr_mma = tiled_mma.get_slice(ct)
-        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sA16))
-        ra = self.make_a_operand(thr_mma, ct)
-        # (256, 128) coordinates of this thread's accumulator values: row r is column n0 + r
-        # of C_g, column c is row m0 + c
-        tCcC = thr_mma.partition_C(cute.make_identity_tensor((self.tile_m, self.tile_n)))
-        acc = cute.make_rmem_tensor(tCcC.shape, cutlass.Float32)
-        b_p = st.sBp.data_ptr().toint()
-        sf_p = st.sSF.data_ptr().toint()
-        a16_p = st.sA16.data_ptr().toint()  # also the finisher's staging buffer (128 KB)
-        bread = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
-        aread = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.a16_stages)
-        afree = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.a16_stages)
+        # tCcC: (tile_m, 128) coordinates; row r is column n0 + r of C_g, column c its row m0 + c
+        tCrB, ra, tCcC, acc, b_p, sf_p, a16_p, bread, aread, afree = self.consumer_setup(st, tiled_mma, ct)
         for i in cutlass.range(i0, i1, unroll=1):
             acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
@@ -323,11 +311,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                                Int32(meta[(gp, 5)]), Int32(meta[(gp, 6)]), ct, passes=1)
                 finish = Int32(0)
             elif ns > 1:
-                if s > 0:  # the CTA's first segment: hand the partial to the tile's finisher
-                    self.write_partial(acc, ws_ptr.toint(), flags_ptr.toint(), cta, ct)
-                    finish = Int32(0)
-                else:  # the CTA's last segment: add the others' partials, then store
-                    self.add_partials(acc, ws_ptr.toint(), flags_ptr.toint(), cta, ns, a16_p, ct)
+                finish = self.stream_k_handoff(acc, ws_ptr.toint(), flags_ptr.toint(), cta, s, ns, a16_p, ct)
             if finish != 0:
                 g = segs[(i, 0)]
                 self.store_c_t(acc, tCcC, meta[(g, 2)], segs[(i, 1)] * self.tile_m, segs[(i, 2)], Int32(meta[(g, 5)]),

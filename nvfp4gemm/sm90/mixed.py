@@ -69,6 +69,27 @@ class Sm90MixedCommon(Sm90Common):
         a_pipe.sync_object_empty.arrive(state.index, None)
 
 
+    @cute.jit
+    def consumer_setup(self, st, tiled_mma, ct):
+        """Consumer thread ct's views and states: (tCrB, ra, tCcC, acc, b_p, sf_p, a16_p, bread,
+        aread, afree) -- the wgmma fragments of the A16 ring, the register operand, the
+        (tile_m, tile_n) coordinates of its accumulator values (row r: B row n0 + r; column c:
+        A row m0 + c), the accumulators, the packed-B, scale and A16 ring addresses (A16 also
+        stages partials and the pairs' exchange), and the pipeline states."""
+        sA16 = st.sA16.get_tensor(self.a16_layout.outer, swizzle=self.a16_layout.inner)
+        thr_mma = tiled_mma.get_slice(ct)
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sA16))
+        ra = self.make_a_operand(thr_mma, ct)
+        tCcC = thr_mma.partition_C(cute.make_identity_tensor((self.tile_m, self.tile_n)))
+        acc = cute.make_rmem_tensor(tCcC.shape, cutlass.Float32)
+        b_p = st.sBp.data_ptr().toint()
+        sf_p = st.sSF.data_ptr().toint()
+        a16_p = st.sA16.data_ptr().toint()
+        bread = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stages)
+        aread = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.a16_stages)
+        afree = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.a16_stages)
+        return tCrB, ra, tCcC, acc, b_p, sf_p, a16_p, bread, aread, afree
+
     # ------------------------------------------------------------------ A pre-pass
     @cute.jit
     def prepass_half(self, a_row, sfa, row, seg, k, dst):
@@ -135,6 +156,19 @@ class Sm90MixedCommon(Sm90Common):
     # j of thread ct at (j * 256 + ct) * 16, so each warp store / load covers 512 contiguous
     # bytes and each thread later reads back only the chunks it copied itself.
     PARTIAL_BYTES = 256 * 128 * 4
+
+    @cute.jit
+    def stream_k_handoff(self, acc, ws, flags, cta, s, ns, stage, ct):
+        """Segment s of a tile split into ns > 1: the CTA's first segment (s > 0) hands its
+        partial to the tile's finisher, its last (s == 0) adds the others' partials to acc.
+        Returns 1 where the caller then stores the tile, else 0."""
+        finish = Int32(1)
+        if s > 0:
+            self.write_partial(acc, ws, flags, cta, ct)
+            finish = Int32(0)
+        else:
+            self.add_partials(acc, ws, flags, cta, ns, stage, ct)
+        return finish
 
     @cute.jit
     def write_partial(self, acc, ws, flags, cta, ct):
