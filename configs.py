@@ -617,9 +617,10 @@ def _sm90_mixed_rule(shape) -> KernelConfig | None:
 def sm90_group_mixed(pairs: bool = False, tile=(256, 128)) -> KernelConfig:
     """sm_90a grouped GEMM in the mixed-input form (nvfp4gemm/sm90/grouped_mixed.py, exps. 69
     and 78): every group's A decoded once to fp16 by a pre-pass, B_g decoded into wgmma
-    registers.  Tile: 256 rows of B_g (the register operand) x 128 rows of A_g; stream-K
-    segments made on the host (`mixed_group_plan`), or with `pairs` one tile per 2-CTA
-    cluster, each rank half its k-blocks (cluster (2, 1), exp. 79)."""
+    registers.  Tile: tile[0] rows of B_g (the register operand: 256, or 128 as in exp. 80) x
+    128 rows of A_g; stream-K segments made on the host (`mixed_group_plan`), or with `pairs`
+    (256-row tiles only) one tile per 2-CTA cluster, each rank half its k-blocks (cluster
+    (2, 1), exp. 79)."""
     return KernelConfig("group", "sm_90a", tuple(tile), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
                         swap_ab=True, a_prepass=True, ab_stages=2, split_k=True, cluster_mn=(2, 1) if pairs else (1, 1))
 

@@ -216,17 +216,9 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
         its span; the warp stages its 2 KB in shared memory instead and stores them back so
         that each instruction writes 512 contiguous bytes (exp. 70, H100: the whole dual
         GEMM 0.971x on 512x4096x7168)."""
-        cute.arch.griddepcontrol_launch_dependents()
-        tidx, _, _ = cute.arch.thread_idx()
-        bidx, _, _ = cute.arch.block_idx()
-        t = bidx * PREPASS_THREADS + tidx
+        t, lane, base = self.prepass_begin()
         segs = k // 32
         total = m * segs
-        lane = tidx % 32
-        smem = utils.SmemAllocator()
-        st = smem.allocate(cute.struct(type("PrepassStage", (), {"__annotations__": {
-            "buf": cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, PREPASS_THREADS * 64], 128]}})))
-        base = st.buf.data_ptr().toint() + (tidx // 32) * 2048  # this warp's 2 KB
         if t < total:
             row = t // segs
             self.prepass_half(a_ptr.toint() + Int64(row) * (k // 2), sfa_ptr.toint(), row, t % segs, k,

@@ -76,7 +76,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         # distributed shared memory (`pair_exchange`) and rank s stores its 64 rows
         self.cluster_pairs = config.cluster_mn == (2, 1)
         # Sm90Common's setmaxnreg split (producer 40, consumers 232): the cp.async producer
-        # fits it without spills in this kernel (exp. 69's 128-row form did not)
+        # fits it without spills in every form here (exp. 69's four-width 128-row form spilled)
 
     def sf_stage_bytes(self) -> int:
         return self.sfa_atoms * SF_STAGE_BYTES  # tile_m / 128 atoms of B_g rows
@@ -177,15 +177,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         chunk q % 4) to that thread's destination, taken by shuffle: 512 contiguous bytes
         wherever the warp's halves are contiguous in A16 (all but group and row-stride
         seams).  Group padding rows are never written (zero from the allocation)."""
-        cute.arch.griddepcontrol_launch_dependents()
-        tidx, _, _ = cute.arch.thread_idx()
-        bidx, _, _ = cute.arch.block_idx()
-        t = bidx * PREPASS_THREADS + tidx
-        lane = tidx % 32
-        smem = utils.SmemAllocator()
-        st = smem.allocate(cute.struct(type("PrepassStage", (), {"__annotations__": {
-            "buf": cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, PREPASS_THREADS * 64], 128]}})))
-        base = st.buf.data_ptr().toint() + (tidx // 32) * 2048  # this warp's 2 KB
+        t, lane, base = self.prepass_begin()
         dst = Int64(0)
         if t < total_halves:
             g = group_of(t, pre_offs)

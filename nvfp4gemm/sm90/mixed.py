@@ -24,6 +24,7 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
+import cutlass.utils as utils
 from cutlass import Int32, Int64
 
 from configs import K_BLOCK
@@ -91,6 +92,19 @@ class Sm90MixedCommon(Sm90Common):
         return tCrB, ra, tCcC, acc, b_p, sf_p, a16_p, bread, aread, afree
 
     # ------------------------------------------------------------------ A pre-pass
+    @cute.jit
+    def prepass_begin(self):
+        """A pre-pass thread's start: trigger the dependent main kernel (PDL), then (t, lane,
+        base): its global half index, its lane, and its warp's 2 KB of shared memory, where
+        `prepass_half` puts the warp's 32 x 64 bytes before the coalesced stores (exp. 70)."""
+        cute.arch.griddepcontrol_launch_dependents()
+        tidx, _, _ = cute.arch.thread_idx()
+        bidx, _, _ = cute.arch.block_idx()
+        smem = utils.SmemAllocator()
+        st = smem.allocate(cute.struct(type("PrepassStage", (), {"__annotations__": {
+            "buf": cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, PREPASS_THREADS * 64], 128]}})))
+        return bidx * PREPASS_THREADS + tidx, tidx % 32, st.buf.data_ptr().toint() + (tidx // 32) * 2048
+
     @cute.jit
     def prepass_half(self, a_row, sfa, row, seg, k, dst):
         """32-code half `seg` of A row `row` (its packed bytes at 64-bit address `a_row`, the
