@@ -390,7 +390,51 @@ def split_units(total: int, full_tiles: int, splits: int) -> int:
 # Cost of one extra stream-K segment of a tile, in k-blocks of the mixed-input kernel's
 # 256 x 128 tile (~2.6 us each on an H200): the writer's 128 KB fp32 partial, its fence and
 # flag, and the finisher's read measured 5.6-5.9 us per partial (notes/sm90.md exp. 66).
+# Used to decide *whether* to split (stream_k_plan) and by the grouped plan's greedy fill.
 STREAM_K_SEGMENT_KB = 2.0
+# The finer per-CTA model that picks *how many* CTAs a stream-K plan uses
+# (stream_k_makespan), in the same k-block units, from %globaltimer stamps of the H100
+# (notes/sm90.md exp. 81; ~2.85 us per k-block): writing a partial (stores + gpu fence +
+# flag) ~3.5 us, reading one (flag, fence, cp.async, add) ~3.3 us, the tile's epilogue ~2 us.
+STREAM_K_WRITE_KB = 1.2
+STREAM_K_READ_KB = 1.2
+STREAM_K_EPILOGUE_KB = 0.7
+
+
+def stream_k_makespan(tiles: int, k_blocks: int, ctas: int) -> float:
+    """The busiest CTA's time (k-blocks) of the all-stream-K schedule of scheduler.py with
+    `ctas` CTAs: each CTA runs its contiguous range of (tile, k-block) units; a segment that
+    is not its tile's k-block-0 one is its CTA's first and ends with a partial write; the
+    k-block-0 segment (the CTA's last) waits for the tile's other partials, reads each and
+    runs the epilogue; a whole tile runs its epilogue.  Why not just the range length: with
+    132 CTAs, 96 tiles x 28 k-blocks cut into ranges of 20-21 that do not align with the
+    tiles, so some tiles have 3 segments and their finishers read 2 partials; 128 CTAs
+    (21 each, 3 tiles per 4 CTAs) cut every tile in two (H100: 3.2% faster, exp. 81)."""
+    units = tiles * k_blocks
+    end = [0.0] * ctas
+    ready: dict[int, float] = {}
+    finishers = []
+    for c in range(ctas):
+        u, u1 = c * units // ctas, (c + 1) * units // ctas
+        t = 0.0
+        while u < u1:
+            tile = u // k_blocks
+            e = min(u1, (tile + 1) * k_blocks)
+            t += e - u
+            first = ((tile * k_blocks + 1) * ctas - 1) // units  # scheduler.stream_k_owners
+            last = ((tile + 1) * k_blocks * ctas - 1) // units
+            if first == last:
+                t += STREAM_K_EPILOGUE_KB
+            elif c > first:
+                t += STREAM_K_WRITE_KB
+                ready[tile] = max(ready.get(tile, 0.0), t)
+            else:
+                finishers.append((c, tile, last - first))
+            u = e
+        end[c] = t
+    for c, tile, partials in finishers:
+        end[c] = max(end[c], ready[tile]) + STREAM_K_READ_KB * partials + STREAM_K_EPILOGUE_KB
+    return max(end)
 
 
 def stream_k_plan(tiles: int, k_blocks: int, sms: int) -> tuple[int, int]:
@@ -399,11 +443,11 @@ def stream_k_plan(tiles: int, k_blocks: int, sms: int) -> tuple[int, int]:
     are cut into `ctas` equal contiguous ranges.  Plans here are either all whole tiles
     (dp_tiles == tiles) or, under two waves of tiles, all stream-K (dp_tiles == 0) where
     that shortens the busiest CTA's k-loop by more than the extra segments cost
-    (STREAM_K_SEGMENT_KB each), with the CTA count that costs least (ranges of at least one
-    k-block; fewer, longer ranges cut a tile into fewer segments).  Whole waves followed by
-    a stream-K tail (which the kernels would run) measured slower on 2048x14336x4096 (H200,
-    exp. 66).  512x4096x7168 (128 tiles x 28 k-blocks on 132 SMs) needs 28 per CTA either
-    way: whole tiles."""
+    (STREAM_K_SEGMENT_KB each; ranges of at least one k-block).  The CTA count of a
+    stream-K plan is then the one with the shortest `stream_k_makespan` (ties: more CTAs).
+    Whole waves followed by a stream-K tail (which the kernels would run) measured slower
+    on 2048x14336x4096 (H200, exp. 66).  512x4096x7168 (128 tiles x 28 k-blocks on 132
+    SMs) needs 28 per CTA either way: whole tiles."""
     whole_plan = (max(1, min(tiles, sms)), tiles)
     if tiles <= 0 or tiles >= 2 * sms:
         return whole_plan
@@ -414,9 +458,10 @@ def stream_k_plan(tiles: int, k_blocks: int, sms: int) -> tuple[int, int]:
         shortest = sk_units // ctas
         return ceil_div(sk_units, ctas) + STREAM_K_SEGMENT_KB * ceil_div(k_blocks, shortest)
 
-    best = min(range(1, min(sms, sk_units) + 1), key=lambda c: (cost(c), -c))
-    if cost(best) >= whole:
+    cands = range(1, min(sms, sk_units) + 1)
+    if min(cost(c) for c in cands) >= whole:
         return whole_plan
+    best = min(cands, key=lambda c: (stream_k_makespan(tiles, k_blocks, c), -c))
     assert sk_units * best < 2**31, "stream-K unit arithmetic is 32-bit"
     return best, 0
 

@@ -96,11 +96,46 @@ def check_walk(tiles, k_blocks, ctas, dp, sms):
 def test_stream_k_plan_leaderboard():
     """The dual leaderboard shapes' 256 x 128 mixed tiles on 132 SMs."""
     assert configs.stream_k_plan(128, 28, 132) == (128, 128)  # 512x4096x7168: whole tiles
-    assert configs.stream_k_plan(96, 28, 132) == (132, 0)  # 512x3072x7168: 21 k-blocks, not 28
+    # 512x3072x7168: 21 k-blocks, not 28; 128 CTAs (3 tiles per 4 CTAs) cut every tile in two,
+    # 132 would leave tiles in 3 segments whose finishers read 2 partials (H100, exp. 81)
+    assert configs.stream_k_plan(96, 28, 132) == (128, 0)
+    assert configs.stream_k_plan(72, 28, 132) == (132, 0)  # 384x3072x7168: ties 126, more CTAs
     assert configs.stream_k_plan(64, 28, 132) == (128, 0)  # 256x4096x7168: 14, not 28 (2 segments)
-    assert configs.stream_k_plan(48, 16, 132) == (128, 0)  # 256x3072x4096: 6, not 16
-    assert configs.stream_k_plan(192, 6, 132) == (132, 0)  # 3072x1024x1536: 9, not 12
+    assert configs.stream_k_plan(48, 16, 132) == (96, 0)  # 256x3072x4096: 8 per CTA, 2 segments
+    assert configs.stream_k_plan(192, 6, 132) == (128, 0)  # 3072x1024x1536: 9, not 12
     assert configs.stream_k_plan(300, 7, 132) == (132, 300)  # 2+ waves: whole tiles
+
+
+@pytest.mark.parametrize("tiles,k_blocks,ctas", [(96, 28, 132), (96, 28, 128), (72, 28, 132), (96, 21, 126),
+                                                 (5, 3, 7), (40, 1, 33), (133, 2, 132), (64, 28, 100)])
+def test_stream_k_makespan_matches_walk(tiles, k_blocks, ctas):
+    """configs.stream_k_makespan (the host model choosing the CTA count) charges exactly the
+    segments the kernels' walk (scheduler.stream_k_*) runs: recomputed here from `walk`."""
+    W, R, E = configs.STREAM_K_WRITE_KB, configs.STREAM_K_READ_KB, configs.STREAM_K_EPILOGUE_KB
+    end, ready, fin = {}, {}, []
+    for c, t, kb0, kb1, s, ns in walk(tiles, k_blocks, ctas, 0):
+        end[c] = end.get(c, 0.0) + (kb1 - kb0)
+        if ns == 1:
+            end[c] += E
+        elif s > 0:
+            end[c] += W
+            ready[t] = max(ready.get(t, 0.0), end[c])
+        else:
+            fin.append((c, t, ns))
+    for c, t, ns in fin:
+        end[c] = max(end[c], ready[t]) + R * (ns - 1) + E
+    assert configs.stream_k_makespan(tiles, k_blocks, ctas) == pytest.approx(max(end.values()))
+
+
+def test_stream_k_makespan_prefers_aligned_ranges():
+    """96 tiles x 28 k-blocks: 132 CTAs give some tiles 3 segments (a finisher reading 2
+    partials), 128 CTAs give every tile exactly 2 -- the model must rank 128 first."""
+    segs = {}
+    for c, t, kb0, kb1, s, ns in walk(96, 28, 132, 0):
+        segs[t] = ns
+    assert max(segs.values()) == 3
+    assert {ns for c, t, kb0, kb1, s, ns in walk(96, 28, 128, 0)} == {2}
+    assert configs.stream_k_makespan(96, 28, 128) < configs.stream_k_makespan(96, 28, 132)
 
 
 # ---------------------------------------------------------------- grouped mixed-input plan
