@@ -95,6 +95,9 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
         # B1 (warp slab rows 0-7) and the same rows of B2 (rows 8-15), b = 32 wg + 8 warp + lane / 4,
         # so a thread's x1 and x2 of one column of C share its accumulator rows r0, r0 + 8
         self.interleaved = self.n_per_tile == 64
+        # stream-K: the producer warpgroup's idle warp 1 releases this CTA's partial flag
+        # (Sm90MixedCommon.write_partial), so the consumers never wait for their stores
+        self.flag_warp = bool(config.split_k) and not self.cluster_pairs
 
     @staticmethod
     def check_config(config: KernelConfig) -> None:
@@ -257,6 +260,13 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
             if warp_idx == 0:
                 self.producer(st, b_pipe, a_pipe, tma_a16, mA16, tma_b1, mB1, tma_b2, mB2,
                               tma_sfb1, mSFB1, tma_sfb2, mSFB2, tiles_m, tiles_n, k_blocks, dp_tiles)
+            if cutlass.const_expr(self.flag_warp):
+                if warp_idx == 1:
+                    # a CTA writes a partial only in its first segment (scheduler.py)
+                    _w, cta, _u, _e, _t, _kb0, _kb1, s, ns, valid = self.walk_start(tiles_m * tiles_n, k_blocks,
+                                                                                    dp_tiles)
+                    if valid != 0 and ns > 1 and s > 0:
+                        self.release_partial_flag(flags_ptr.toint(), cta)
         else:
             cute.arch.warpgroup_reg_alloc(self.mma_regs)
             self.consumer(st, b_pipe, a_pipe, tiled_mma, c_ptr, ws_ptr, flags_ptr, m, n, tiles_m, tiles_n,

@@ -184,18 +184,39 @@ class Sm90MixedCommon(Sm90Common):
             self.add_partials(acc, ws, flags, cta, ns, stage, ct)
         return finish
 
+    # Flag release of a written partial (exp. 82): the consumers' stores, a CTA barrier, then
+    # one gpu-scope release-add by a single thread -- the release is cumulative over the
+    # stores the barrier ordered before it (PTX memory model; CUTLASS's stream-K fixup does
+    # the same), so no thread fences its own stores.  Where the producer warpgroup has an
+    # idle warp (`flag_warp`, the dual kernel), that warp waits at FLAG_BARRIER and releases,
+    # and the consumers only arrive and go on to their next segment.
+    FLAG_BARRIER_ID = 3
+    flag_warp = False
+
+    def make_flag_barrier(self):
+        return pipeline.NamedBarrier(barrier_id=self.FLAG_BARRIER_ID, num_threads=self.num_mma_threads + 32)
+
     @cute.jit
     def write_partial(self, acc, ws, flags, cta, ct):
-        """Partial of this CTA's split segment to workspace block `cta`, then its flag
-        (every thread's stores fenced at gpu scope, then one release-add after the barrier)."""
+        """Partial of this CTA's split segment to workspace block `cta`, then its flag."""
         nt = self.num_mma_threads
         base = ws + Int64(cta) * self.PARTIAL_BYTES
         for j in cutlass.range_constexpr(cute.size(acc) // 4):
             decode.st_global_v4_f32(base + Int64((j * nt + ct) * 16),
                                     acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3])
-        cute.arch.fence_acq_rel_gpu()
-        self.epi_barrier.arrive_and_wait()
-        if ct == 0:
+        if cutlass.const_expr(self.flag_warp):
+            self.make_flag_barrier().arrive()
+        else:
+            self.epi_barrier.arrive_and_wait()
+            if ct == 0:
+                decode.atom_add_acq_rel_gpu(flags + Int64(cta) * 4, Int32(1))
+
+    @cute.jit
+    def release_partial_flag(self, flags, cta):
+        """The flag warp's part of `write_partial` (called once, by one whole warp, iff this
+        CTA writes a partial): wait for the consumers' stores, then release the flag."""
+        self.make_flag_barrier().arrive_and_wait()
+        if cute.arch.lane_idx() == 0:
             decode.atom_add_acq_rel_gpu(flags + Int64(cta) * 4, Int32(1))
 
     @cute.jit
@@ -205,7 +226,8 @@ class Sm90MixedCommon(Sm90Common):
         cp.async into the A16 ring (free: nothing more is loaded, and the barrier below
         waits for both warpgroups' last wgmmas) -- every copy in flight at once, no
         registers held -- and read back by the thread that copied it.  The flag is reset
-        for the next launch once seen."""
+        for the next launch once seen.  Thread 0's acquire load and the barrier order every
+        thread's reads after the writer's release (no per-thread fence; exp. 82)."""
         nt = self.num_mma_threads
         self.epi_barrier.arrive_and_wait()
         for s2 in cutlass.range(1, ns, unroll=1):
@@ -216,7 +238,6 @@ class Sm90MixedCommon(Sm90Common):
                     seen = decode.ld_acquire_gpu_u32(flag)
                 decode.atom_add_acq_rel_gpu(flag, Int32(-1))
             self.epi_barrier.arrive_and_wait()
-            cute.arch.fence_acq_rel_gpu()
             src = ws + Int64(cta + s2) * self.PARTIAL_BYTES
             for j in cutlass.range_constexpr(cute.size(acc) // 4):
                 ofs = (j * nt + ct) * 16
