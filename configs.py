@@ -144,10 +144,13 @@ def sm100_smem_bytes(cfg: KernelConfig) -> int:
 
 
 def mixed_c_stage_bytes(cfg: KernelConfig) -> int:
-    """The mixed-input dual epilogue's C staging buffer: 64 rows of C x the tile's tile_m / 2
-    fp16 columns (16 KB; 8 KB in the narrow form).  The grouped kernel stores C^T straight
-    from the accumulators (`Sm90Common.store_c_t`): none."""
-    return 64 * cfg.mma_tile_mn[0] if cfg.problem == "dual" else 0
+    """The mixed-input kernels' C staging buffer (`Sm90Common.store_c_t_staged`): dual, 64
+    rows of C x the tile's tile_m / 2 fp16 columns (16 KB; 8 KB in the narrow form); grouped,
+    16 KB (32 rows of a 256-column tile, 64 of a 128-column one; exp. 83) -- except the
+    grouped split-K pairs, which store C^T straight from the accumulators (`store_c_t`)."""
+    if cfg.problem == "dual":
+        return 64 * cfg.mma_tile_mn[0]
+    return 0 if cfg.cluster_mn == (2, 1) else 16384
 
 
 def sm90_smem_bytes(cfg: KernelConfig) -> int:

@@ -29,7 +29,8 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import Int32, Int64
 from cutlass.cute.nvgpu import warpgroup
 
-from configs import K_BLOCK, KernelConfig, check_shape, sm90_acc_registers, sm90_sfb_atoms, sm90_smem_bytes
+from configs import (K_BLOCK, KernelConfig, check_shape, mixed_c_stage_bytes, sm90_acc_registers, sm90_sfb_atoms,
+                     sm90_smem_bytes)
 from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.sm90 import decode
 
@@ -76,6 +77,7 @@ class Sm90Common:
         self.threads_per_cta = 128 * (1 + self.num_mma_wg)
         self.load_regs = 40
         self.mma_regs = 232
+        self.c_stage_bytes = mixed_c_stage_bytes(config)  # store_c_t_staged's buffer (mixed kernels)
 
         self.num_mma_threads = 128 * self.num_mma_wg
         # the MMA warpgroups decode B each sub-block
@@ -614,41 +616,53 @@ class Sm90Common:
 
     @cute.jit
     def store_c_t_staged(self, acc, tCcC, c_g, n0, m0, mg, ng, ct, stage, passes: cutlass.Constexpr = 0):
-        """`store_c_t` for a C tile of tile_m / 2 columns (the dual SiLU pairing of a tile_m-row
-        register operand: 128 columns, 64 in the narrow mixed form) through a shared-memory
-        buffer at `stage` (16 KB / 8 KB), 64 rows of C at a time: each thread's words
-        (`c_t_word`) go to a row-major (64, tile_m / 2) fp16 buffer (16-byte chunk XOR row % 8:
-        an instruction's 8 rows x 16 bytes hit 32 distinct banks), then the 256 consumer
-        threads store whole rows of C with 16-byte stores (rows >= M_g skipped).  Stored
-        straight (`store_c_t`), each warp instruction writes 8 rows x 16 bytes: half sectors.  `passes` (> 0): only the first
-        that many 64-row passes (a split-K pair rank holds its rows in pass 0's positions)."""
+        """`store_c_t` through a shared-memory buffer at `stage` (C_STAGE_BYTES of the config,
+        `configs.mixed_c_stage_bytes`), `rows` rows of C at a time: each thread's words
+        (`c_t_word`) go to a row-major (rows, C columns of the tile) fp16 buffer (16-byte chunk
+        XOR row % 8: an instruction's 8 rows x 16 bytes hit 32 distinct banks), then the
+        consumer threads store whole rows of C with 16-byte stores (rows >= M_g skipped).
+        Stored straight (`store_c_t`), each warp instruction writes 8 rows x 16 bytes: half
+        sectors.  C columns of the tile: tile_m / 2 with the dual SiLU pairing (64 rows of 256
+        or 128 bytes per pass), tile_m for a plain C^T (grouped: 32 rows of 512 bytes or 64 of
+        256).  `passes` (> 0): only the first that many passes (a split-K pair rank holds its
+        rows in pass 0's positions; 64-row passes only)."""
         scale = cutlass.Float32(decode.ACC_RESCALE)
         n0 = self.c_t_n0(n0)
         pairs = self.c_t_pairs(acc, tCcC)
-        assert self.tile_m in (128, 256) and 4 * pairs == cute.size(acc), "staged C^T store: SiLU pairs"
+        rb = 2 * (self.tile_m // 2 if self.c_t_silu else self.tile_m)  # bytes of one row of C in the tile
+        rows = self.c_stage_bytes // rb  # rows of C per pass
+        assert self.tile_m in (128, 256) and (4 if self.c_t_silu else 2) * pairs == cute.size(acc)
+        assert self.tile_n % rows == 0 and rows % 8 == 0 and ((rows * rb) // 16) % self.num_mma_threads == 0
+        assert not passes or rows == 64, "pair passes are 64 rows of C"
         odd, sel = self.c_t_lane(ct)
-        per = pairs // (self.tile_n // 64)  # pairs of a pass: columns c of the accumulator in [64 p, 64 p + 64)
         nt = self.num_mma_threads
-        rb = self.tile_m  # bytes of one row of C in the tile: tile_m / 2 columns of fp16
         chunks = rb // 16
-        assert self.tile_n % 64 == 0 and ((64 * rb) // 16) % nt == 0
-        for p in cutlass.range_constexpr(passes or self.tile_n // 64):
-            for ii in cutlass.range_constexpr(per):
-                r, c, v, q = self.c_t_word(acc, tCcC, p * per + ii, scale)
-                row = c + odd - 64 * p  # row of C inside the pass
-                col_b = (r - odd) * 2  # byte of the word inside the 256-byte row
+        for p in cutlass.range_constexpr(passes or self.tile_n // rows):
+            # the pairs whose accumulator columns (rows of C) lie in [rows p, rows p + rows)
+            for i in [i for i in range(pairs) if self.c_t_col_group(i) // (rows // 8) == p]:
+                r, c, v, q = self.c_t_word(acc, tCcC, i, scale)
+                row = c + odd - rows * p  # row of C inside the pass
+                col_b = (r - odd) * 2  # byte of the word inside the row
                 decode.st_shared_u32(stage + row * rb + ((((col_b >> 4) ^ (row & 7)) << 4) | (col_b & 15)),
                                      decode.prmt(v, q, sel))
             self.epi_barrier.arrive_and_wait()
-            for k in cutlass.range_constexpr((64 * rb) // 16 // nt):
+            for k in cutlass.range_constexpr((rows * rb) // 16 // nt):
                 qd = ct + nt * k
                 row = qd // chunks
                 ch = qd % chunks
                 w = decode.ld_shared_v4_u32(stage + row * rb + ((ch ^ (row & 7)) << 4))
-                grow = m0 + 64 * p + row
+                grow = m0 + rows * p + row
                 if grow < mg:
                     decode.st_global_v4_u32(c_g + (Int64(grow) * ng + n0 + ch * 8) * 2, w[0], w[1], w[2], w[3])
             self.epi_barrier.arrive_and_wait()  # the buffer is free for the next pass / tile
+
+    c_t_silu = False  # DualSiluPairs: a stored pair is silu(x1) * x2 of two accumulator rows
+
+    def c_t_col_group(self, i: int) -> int:
+        """The 8-column group j of the accumulator (rows 8 j .. 8 j + 7 of C in the tile) that
+        pair i of `c_t_word` lies in: each m64 rep holds tile_n / 2 values per thread, value
+        e0 + 2 e1 + 4 j at column 8 j + 2 (lane % 4) + e0, so pair i = e1 + 2 j of its rep."""
+        return (i % (self.tile_n // 4)) // 2
 
     # store_c_t hooks (the dual kernels' fused SiLU epilogue overrides them: DualSiluPairs)
     def c_t_n0(self, n0):
@@ -689,6 +703,8 @@ class DualSiluPairs:
     """`Sm90Common.store_c_t` hooks for the dual kernels with C^T tiles (dual_swap.py,
     dual_mixed.py): accumulator rows r < 128 hold x1 of column n0 + r of C and the same
     thread's rep-1 value (row r + 128) its x2, so each stored pair is silu(x1) * x2."""
+
+    c_t_silu = True
 
     def c_t_pairs(self, acc, tCcC) -> int:
         # value i of rep 0 and value i + half of rep 1 are the same (r, c) 128 rows apart

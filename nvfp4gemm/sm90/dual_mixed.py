@@ -404,6 +404,11 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
         sw2 = decode.ld_shared_u32(sf + SF_STAGE_BYTES + (j * 128 + (sf_row % 32) * 4 + sf_row // 32) * 4)
         self._decode_a_pairs(ra.frag32[j % 2], 0, b_src, b, 64 + b, sw1, sw2, ra, j)
 
+    def c_t_col_group(self, i: int) -> int:
+        if not self.interleaved:
+            return super().c_t_col_group(i)
+        return i  # narrow form: pair i is values 4i .. 4i + 3, column group i
+
     def c_t_pairs(self, acc, tCcC) -> int:
         if not self.interleaved:
             return super().c_t_pairs(acc, tCcC)

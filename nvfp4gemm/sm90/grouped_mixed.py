@@ -22,8 +22,10 @@ a named barrier before the wgmma; here nothing decoded is stored by a thread:
        WG1, WG2  consumers: each holds tile_m / 2 rows of B_g as wgmma register operands
             (m64 reps, `Sm90Common.decode_a`), decoded straight from the packed stage, and
             issues m64 x n128 x k16 wgmmas against the A16 stage
-            (`Sm90MixedCommon.mainloop_mixed`); the epilogue writes the transposed tile with
-            32-bit stores, rows of C past M_g skipped (`Sm90Common.store_c_t`).
+            (`Sm90MixedCommon.mainloop_mixed`); the epilogue stages the transposed tile in a
+            16 KB buffer, 32 rows of C at a time (64 with 128-row tiles), and stores whole rows
+            with 16-byte stores, rows of C past M_g skipped (`Sm90Common.store_c_t_staged`,
+            exp. 83; the split-K pairs store 32-bit words straight, `store_c_t`).
      Stream-K: a tile cut into segments reduces through an fp32 workspace (mixed.py
      `write_partial` / `add_partials`; the plan puts segment s on CTA c + s).  It assumes
      every CTA of the grid is resident at once (one per SM, grid <= SMs).
@@ -121,9 +123,11 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                   "sBp": buf(cutlass.Uint8, self.a_stage_bytes * self.ab_stages),  # tile_m rows x 128 B
                   "sSF": buf(cutlass.Int32, self.sfa_atoms * SF_STAGE_BYTES // 4 * self.ab_stages),
                   "sA16": buf(cutlass.Float16, cute.cosize(self.a16_layout))}
+        if self.c_stage_bytes:  # C rows staged by the epilogue (store_c_t_staged; not the pairs)
+            fields["sC"] = buf(cutlass.Uint8, self.c_stage_bytes)
         self.shared_storage = cute.struct(type("Storage", (), {"__annotations__": fields}))
         assert sm90_smem_bytes(self.config) == 1024 + self.ab_stages * (self.a_stage_bytes + self.sfa_atoms * SF_STAGE_BYTES) \
-            + cute.cosize(self.a16_layout) * 2, "configs.sm90_smem_bytes disagrees with the buffers"
+            + cute.cosize(self.a16_layout) * 2 + self.c_stage_bytes, "configs.sm90_smem_bytes disagrees with the buffers"
         assert self.a16_stages * self.a16_stage_bytes >= self.PARTIAL_BYTES, "the finisher stages a partial in A16"
 
     @cute.jit
@@ -286,6 +290,10 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         ct = tidx - 128  # consumer thread 0..255
         # tCcC: (tile_m, 128) coordinates; row r is column n0 + r of C_g, column c its row m0 + c
         tCrB, ra, tCcC, acc, b_p, sf_p, a16_p, bread, aread, afree = self.consumer_setup(st, tiled_mma, ct)
+        # the epilogue's 16 KB C staging buffer (none for the split-K pairs)
+        c_stage = Int32(0)
+        if cutlass.const_expr(self.c_stage_bytes > 0):
+            c_stage = st.sC.data_ptr().toint()
         for i in cutlass.range(i0, i1, unroll=1):
             acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
@@ -306,8 +314,12 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                 finish = self.stream_k_handoff(acc, ws_ptr.toint(), flags_ptr.toint(), cta, s, ns, a16_p, ct)
             if finish != 0:
                 g = segs[(i, 0)]
-                self.store_c_t(acc, tCcC, meta[(g, 2)], segs[(i, 1)] * self.tile_m, segs[(i, 2)], Int32(meta[(g, 5)]),
-                               Int32(meta[(g, 6)]), ct)
+                if cutlass.const_expr(self.c_stage_bytes > 0):
+                    self.store_c_t_staged(acc, tCcC, meta[(g, 2)], segs[(i, 1)] * self.tile_m, segs[(i, 2)],
+                                          Int32(meta[(g, 5)]), Int32(meta[(g, 6)]), ct, c_stage)
+                else:  # the split-K pairs (never reached: each rank stores its rows above)
+                    self.store_c_t(acc, tCcC, meta[(g, 2)], segs[(i, 1)] * self.tile_m, segs[(i, 2)],
+                                   Int32(meta[(g, 5)]), Int32(meta[(g, 6)]), ct)
 
 
 # ---------------------------------------------------------------------- host helpers
