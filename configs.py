@@ -399,6 +399,8 @@ STREAM_K_SEGMENT_KB = 2.0
 # (stream_k_makespan), in the same k-block units, from %globaltimer stamps of the H100
 # (notes/sm90.md exp. 81; ~2.85 us per k-block): writing a partial (stores + gpu fence +
 # flag) ~3.5 us, reading one (flag, fence, cp.async, add) ~3.3 us, the tile's epilogue ~2 us.
+# Exp. 82 then took the per-thread fences out of both; the CTA counts this model picks for
+# the measured shapes stay the same for write costs 0.6-1.2 and read costs 0.8-1.2 k-blocks.
 STREAM_K_WRITE_KB = 1.2
 STREAM_K_READ_KB = 1.2
 STREAM_K_EPILOGUE_KB = 0.7

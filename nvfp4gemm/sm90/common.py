@@ -616,7 +616,7 @@ class Sm90Common:
 
     @cute.jit
     def store_c_t_staged(self, acc, tCcC, c_g, n0, m0, mg, ng, ct, stage, passes: cutlass.Constexpr = 0):
-        """`store_c_t` through a shared-memory buffer at `stage` (C_STAGE_BYTES of the config,
+        """`store_c_t` through a shared-memory buffer at `stage` (`self.c_stage_bytes`, from
         `configs.mixed_c_stage_bytes`), `rows` rows of C at a time: each thread's words
         (`c_t_word`) go to a row-major (rows, C columns of the tile) fp16 buffer (16-byte chunk
         XOR row % 8: an instruction's 8 rows x 16 bytes hit 32 distinct banks), then the
