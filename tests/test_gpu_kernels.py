@@ -451,6 +451,45 @@ def test_dual_mixed_stream_k(shape):
     assert int(flags.abs().sum()) == 0, "stream-K flags not reset"
 
 
+@_sm90_only
+@pytest.mark.parametrize("shape,ctas,dp", [
+    ((512, 3072, 7168, 1), 64, 64),  # 64 whole tiles, then 32 tiles x 28 k-blocks over 64 CTAs
+    ((300, 2048, 2048, 1), 20, 40),  # 2 whole waves, then 8 tiles x 8 k-blocks over 20 CTAs
+], ids=str)
+def test_dual_mixed_stream_k_after_whole_waves(shape, ctas, dp):
+    """The kernel's walk with whole tiles first and a stream-K tail (0 < dp_tiles < tiles:
+    no plan picks it now, scheduler.py supports it): a CTA's partial is then written in its
+    first *stream-K* segment, which the flag warp must find too (a wrong guess would leave a
+    finisher spinning).  Launched twice with explicit (ctas, dp_tiles); flags left zero."""
+    from dataclasses import replace
+
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass import Int32
+    from cutlass.cute.runtime import make_ptr
+
+    from nvfp4gemm import harness
+    from nvfp4gemm.sm90 import dual_mixed as dm
+
+    cfg = replace(configs.sm90_dual_mixed(), split_k=True)
+    assert 0 < dp < configs.dual_tiles(cfg, shape)
+    data = R.generate_input(*shape, 29, device="cuda", poison_padding=True)
+    ck = harness.compile_kernel("dual", "sm_90a", cfg, shape)
+    args = list(dm.runtime_args(data, cfg, torch.cuda.current_stream()))
+    ws, flags = dm.stream_k_workspace(data[-1], ctas)
+    args[8] = make_ptr(cutlass.Float32, ws.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
+    args[9] = make_ptr(cutlass.Int32, flags.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
+    args[13], args[14] = Int32(ctas), Int32(dp)
+    for _ in range(2):
+        data[-1].fill_(float("nan"))
+        ck.fn(*args)
+        torch.cuda.synchronize()
+        assert not torch.isnan(data[-1]).any(), "output not fully written (NaN left)"
+        ok, msg = R.check_implementation(data, data[-1])
+        assert ok, msg
+    assert int(flags.abs().sum()) == 0, "stream-K flags not reset"
+
+
 # ragged groups for the grouped mixed-input kernel: M_g 1, 7, 33, 130, 257, 300 (A16 padding
 # rows, ragged last A block), K differing per group (A16 row stride K_max)
 _GM_RAGGED = ((1, 512, 2048), (7, 256, 1024), (33, 768, 2048), (130, 512, 512), (257, 256, 2048), (300, 1024, 1536))

@@ -262,9 +262,11 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
                               tma_sfb1, mSFB1, tma_sfb2, mSFB2, tiles_m, tiles_n, k_blocks, dp_tiles)
             if cutlass.const_expr(self.flag_warp):
                 if warp_idx == 1:
-                    # a CTA writes a partial only in its first segment (scheduler.py)
-                    _w, cta, _u, _e, _t, _kb0, _kb1, s, ns, valid = self.walk_start(tiles_m * tiles_n, k_blocks,
-                                                                                    dp_tiles)
+                    # a CTA writes a partial only in its first stream-K segment (scheduler.py):
+                    # the segment at the start of its range, after any whole tiles (tile_dp = dp)
+                    walk, cta, u, end = self.walk_start(tiles_m * tiles_n, k_blocks, dp_tiles)[:4]
+                    _c, ctas, dp, div = walk
+                    _t, _kb0, _kb1, s, ns, valid = scheduler.stream_k_work(dp, u, end, cta, ctas, dp, k_blocks, div)
                     if valid != 0 and ns > 1 and s > 0:
                         self.release_partial_flag(flags_ptr.toint(), cta)
         else:
