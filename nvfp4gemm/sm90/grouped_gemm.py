@@ -55,6 +55,12 @@ MAX_GROUPS = 16
 META_FIELDS = 8  # a, b, c, sfa_perm, sfb_perm, M, N, K (int64 each)
 
 
+def group_meta_tensor(meta_ptr):
+    """(16, 8) int64 group table of the grouped sm_90a kernels: a, b, c, sfa_perm, sfb_perm,
+    M, N, K per group (`grouped_tables` writes it)."""
+    return cute.make_tensor(meta_ptr, cute.make_layout((MAX_GROUPS, META_FIELDS), stride=(META_FIELDS, 1)))
+
+
 @cute.jit
 def group_of(item: Int32, offs: cute.Tensor) -> Int32:
     """Group of linear work item `item` given the (17,) prefix sums `offs` of per-group item
@@ -99,8 +105,7 @@ class Sm90GroupedGemmKernel(Sm90Common):
         num_ctas: Int32,
         stream: cuda.CUstream,
     ):
-        # (16, 8) int64 group table: a, b, c, sfa_perm, sfb_perm, M, N, K
-        meta = cute.make_tensor(meta_ptr, cute.make_layout((MAX_GROUPS, META_FIELDS), stride=(META_FIELDS, 1)))
+        meta = group_meta_tensor(meta_ptr)
         # (17,) int32 prefix sums of per-group tile counts (unused groups: a huge value)
         offs = cute.make_tensor(offs_ptr, cute.make_layout(MAX_GROUPS + 1))
         self._setup()

@@ -60,7 +60,8 @@ import configs
 from configs import K_BLOCK, SM90_A16_STAGES, KernelConfig, check_shape, sm90_smem_bytes
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, sm_count
-from nvfp4gemm.sm90.grouped_gemm import META_FIELDS, MAX_GROUPS, cached_launch_tables, group_of, group_table_rows
+from nvfp4gemm.sm90.grouped_gemm import (META_FIELDS, MAX_GROUPS, cached_launch_tables, group_meta_tensor, group_of,
+                                         group_table_rows)
 from nvfp4gemm.sm90.mixed import PREPASS_THREADS, Sm90MixedCommon
 
 SEG_FIELDS = 7  # g, nb, m0, kb0, kb1, s, ns (int32 each; configs.mixed_group_plan)
@@ -147,8 +148,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         num_ctas: Int32,
         stream: cuda.CUstream,
     ):
-        # (16, 8) int64 group table: a, b, c, sfa_perm, sfb_perm, M, N, K
-        meta = cute.make_tensor(meta_ptr, cute.make_layout((MAX_GROUPS, META_FIELDS), stride=(META_FIELDS, 1)))
+        meta = group_meta_tensor(meta_ptr)  # (16, 8) int64 group table
         # (17,) int32 prefix sums of per-group 32-code halves of A (unused groups: a huge value)
         pre_offs = cute.make_tensor(pre_offs_ptr, cute.make_layout(MAX_GROUPS + 1))
         # (16,) int32 A16 row of each group's row 0

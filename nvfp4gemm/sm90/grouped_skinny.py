@@ -26,7 +26,7 @@ from cutlass import Float32, Int32, Int64
 
 from configs import KernelConfig, sm90_smem_bytes
 from nvfp4gemm.sm90 import decode
-from nvfp4gemm.sm90.grouped_gemm import MAX_GROUPS, META_FIELDS, group_of, grouped_tables
+from nvfp4gemm.sm90.grouped_gemm import MAX_GROUPS, group_meta_tensor, group_of, grouped_tables
 from nvfp4gemm.sm90.skinny import Sm90SkinnyCore
 
 
@@ -50,7 +50,7 @@ class Sm90GroupedSkinnyKernel(Sm90SkinnyCore):
         ctas: Int32,  # sum_g N_g / R
         stream: cuda.CUstream,
     ):
-        meta = cute.make_tensor(meta_ptr, cute.make_layout((MAX_GROUPS, META_FIELDS), stride=(META_FIELDS, 1)))
+        meta = group_meta_tensor(meta_ptr)  # (16, 8) int64 group table
         offs = cute.make_tensor(offs_ptr, cute.make_layout(MAX_GROUPS + 1))
         self.kernel(meta, offs).launch(grid=[ctas, 1, 1], block=[self.threads, 1, 1], stream=stream)
 
