@@ -15,6 +15,7 @@ Shapes: dual problems are keyed by (m, n, k, l); grouped problems by a tuple of 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -442,6 +443,7 @@ def stream_k_makespan(tiles: int, k_blocks: int, ctas: int) -> float:
     return max(end)
 
 
+@functools.lru_cache(maxsize=256)  # the makespan search is ~10 ms: once per shape, not per call
 def stream_k_plan(tiles: int, k_blocks: int, sms: int) -> tuple[int, int]:
     """(ctas, dp_tiles) of a stream-K schedule (the mixed-input dual kernel, scheduler.py):
     the first dp_tiles tiles run whole, strided over the CTAs, and the k-blocks of the rest
