@@ -84,8 +84,8 @@ class KernelConfig:
         if self.skinny:
             return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}"
         if self.a_prepass:
-            mode = " pairs" if self.cluster_mn == (2, 1) else " streamK" if self.split_k else \
-                " narrow" if self.mma_tile_mn == (128, 128) else ""
+            mode = (" narrow" if self.problem == "dual" and self.mma_tile_mn == (128, 128) else "") + \
+                (" pairs" if self.cluster_mn == (2, 1) else " streamK" if self.split_k else "")
             return f"mixed {m}x{n} ab{self.ab_stages} a16x{SM90_A16_STAGES}" + mode
         if self.swap_ab:
             s += " swapAB"
@@ -246,7 +246,7 @@ def check_config(cfg: KernelConfig) -> list[str]:
                 or cfg.cluster_mn not in ((1, 1), (2, 1))) and not _mixed_narrow_ok(cfg):
             errs.append("a_prepass (mixed-input dual kernel) needs problem dual, tile (256, 128), swap_ab, "
                         "ab_stages 2, cluster (1, 1) or (2, 1) (split-K pairs); or the narrow form: tile "
-                        "(128, 128), two consumer warpgroups, whole tiles (no split_k, no cluster)")
+                        "(128, 128), two consumer warpgroups, no cluster (whole tiles or stream-K)")
         if cfg.cta_group != 1:
             errs.append("sm_90a has no 2-CTA MMA: cta_group must be 1")
         if not cfg.rs_a or cfg.dec_stages not in (2, 3):
@@ -274,7 +274,7 @@ def _mixed_narrow_ok(cfg: KernelConfig) -> bool:
     consumer warpgroups, each one m64 register operand whose rows interleave 32 rows of B1
     with the same rows of B2 (rows r and r + 8 of each 16-row warp slab)."""
     return (cfg.problem == "dual" and cfg.mma_tile_mn == (128, 128) and cfg.mma_warpgroups == 2
-            and cfg.swap_ab and cfg.ab_stages >= 2 and cfg.cluster_mn == (1, 1) and not cfg.split_k)
+            and cfg.swap_ab and cfg.ab_stages >= 2 and cfg.cluster_mn == (1, 1))
 
 
 def check_shape(problem: str, shape, arch: str | None = None) -> list[str]:
@@ -444,7 +444,7 @@ def stream_k_makespan(tiles: int, k_blocks: int, ctas: int) -> float:
 
 
 @functools.lru_cache(maxsize=256)  # the makespan search is ~10 ms: once per shape, not per call
-def stream_k_plan(tiles: int, k_blocks: int, sms: int) -> tuple[int, int]:
+def stream_k_plan(tiles: int, k_blocks: int, sms: int, by_makespan: bool = False) -> tuple[int, int]:
     """(ctas, dp_tiles) of a stream-K schedule (the mixed-input dual kernel, scheduler.py):
     the first dp_tiles tiles run whole, strided over the CTAs, and the k-blocks of the rest
     are cut into `ctas` equal contiguous ranges.  Plans here are either all whole tiles
@@ -454,7 +454,12 @@ def stream_k_plan(tiles: int, k_blocks: int, sms: int) -> tuple[int, int]:
     stream-K plan is then the one with the shortest `stream_k_makespan` (ties: more CTAs).
     Whole waves followed by a stream-K tail (which the kernels would run) measured slower
     on 2048x14336x4096 (H200, exp. 66).  512x4096x7168 (128 tiles x 28 k-blocks on 132
-    SMs) needs 28 per CTA either way: whole tiles."""
+    SMs) needs 28 per CTA either way: whole tiles.
+    `by_makespan` (the narrow form, exp. 85): split iff the best stream-K makespan beats the
+    whole tiles' (busiest CTA's k-blocks + an epilogue) -- checked on 4 shapes there (H100:
+    it splits 256x3072x4096, 256x2048x7168, 384x2048x7168 and not 300x2048x2048, each as
+    measured); the (256, 128) form keeps the segment-cost test above, under which its rule
+    was fitted (the makespan test would flip ~100 shapes of the grid there, unmeasured)."""
     whole_plan = (max(1, min(tiles, sms)), tiles)
     if tiles <= 0 or tiles >= 2 * sms:
         return whole_plan
@@ -466,9 +471,11 @@ def stream_k_plan(tiles: int, k_blocks: int, sms: int) -> tuple[int, int]:
         return ceil_div(sk_units, ctas) + STREAM_K_SEGMENT_KB * ceil_div(k_blocks, shortest)
 
     cands = range(1, min(sms, sk_units) + 1)
-    if min(cost(c) for c in cands) >= whole:
+    if not by_makespan and min(cost(c) for c in cands) >= whole:
         return whole_plan
     best = min(cands, key=lambda c: (stream_k_makespan(tiles, k_blocks, c), -c))
+    if by_makespan and stream_k_makespan(tiles, k_blocks, best) >= whole + STREAM_K_EPILOGUE_KB:
+        return whole_plan
     assert sk_units * best < 2**31, "stream-K unit arithmetic is 32-bit"
     return best, 0
 
@@ -637,13 +644,17 @@ MIXED_PAIRS_MIN_N = 2048
 MIXED_PAIRS_MAX_SHORT_K = 4096
 
 
-def sm90_dual_mixed_narrow(ab_stages: int = 2) -> KernelConfig:
+def sm90_dual_mixed_narrow(shape=None, ab_stages: int = 2) -> KernelConfig:
     """The mixed-input dual kernel's narrow form (exp. 76): tiles of 64 columns of C (64 rows
     of B1 and the same rows of B2, interleaved in the two consumer warpgroups' m64 register
-    operands) x 128 A rows, whole tiles: twice the tiles of the (256, 128) form with no
-    split-K reduction."""
-    return KernelConfig("dual", "sm_90a", (128, 128), mma_warpgroups=2, epi_tile_mn=(128, 32),
-                        rs_a=True, swap_ab=True, a_prepass=True, ab_stages=ab_stages)
+    operands) x 128 A rows: twice the tiles of the (256, 128) form.  With a shape: split_k
+    (stream-K, exp. 85) where `stream_k_plan(by_makespan=True)` splits it on 132 SMs."""
+    cfg = KernelConfig("dual", "sm_90a", (128, 128), mma_warpgroups=2, epi_tile_mn=(128, 32),
+                       rs_a=True, swap_ab=True, a_prepass=True, ab_stages=ab_stages)
+    if shape is None:
+        return cfg
+    tiles = dual_tiles(cfg, shape)
+    return replace(cfg, split_k=stream_k_plan(tiles, shape[2] // K_BLOCK, SM_COUNT["sm_90a"], True)[1] < tiles)
 
 
 def sm90_dual_mixed_pairs() -> KernelConfig:
@@ -652,11 +663,33 @@ def sm90_dual_mixed_pairs() -> KernelConfig:
     return replace(sm90_dual_mixed(), cluster_mn=(2, 1), split_k=True)
 
 
+# The narrow form (stream-K where the makespan model splits it) where its tiles fill
+# [MIXED_NARROW_MIN_WAVE, MIXED_NARROW_MAX_WAVE) of a wave, unless N <= MIXED_NARROW_SHORT_N
+# and K <= MIXED_NARROW_SHORT_K (exp. 85, H100, 2026-11-25, one process, 3-4 rounds x 20,
+# narrow / the rule before).  Fitted on 256x3072x4096 0.958 (stream-K; narrow whole tiles
+# pinned before), 256x2048x7168 0.899 (128x64 split-K pairs), 384x2048x7168 0.901 (mixed
+# split-K pairs), 300x2048x2048 0.840 (whole; 128x128 split-K pairs).  Then checked on 13
+# shapes not used to fit it: 10 wins (0.80-0.95: 1536x512x7168, 96x4096x7168, 192x3072x2048,
+# 256x2048x1024, 300x1536x4096, 640x1536x7168, 768x1024x4096, 96x5120x1024, 384x1536x2048,
+# 256x3072x7168), 3 losses: 512x1024x2048 1.119 and 1024x512x1024 1.138 (the pre-pass writes
+# all of A whatever N is, and short K leaves little work to hide it: the N / K cut below,
+# fitted on these two), 128x7168x7168 1.021 against the mixed pairs (kept: one point).
+# At a whole wave of narrow tiles (256x4096x7168: 128) they only tie the mixed pairs (exp. 76).
+MIXED_NARROW_MIN_WAVE = 0.48
+MIXED_NARROW_MAX_WAVE = 0.95
+MIXED_NARROW_SHORT_N = 1024
+MIXED_NARROW_SHORT_K = 2048
+
+
 def _sm90_mixed_rule(shape) -> KernelConfig | None:
     """The mixed-input config where the rule above picks it, else None."""
     m, n, k, l = shape
     if n % 128 or l != 1 or m <= 64 or n < MIXED_MIN_N:
         return None
+    narrow_fill = dual_tiles(sm90_dual_mixed_narrow(), shape) / SM_COUNT["sm_90a"]
+    if MIXED_NARROW_MIN_WAVE <= narrow_fill < MIXED_NARROW_MAX_WAVE and (
+            n > MIXED_NARROW_SHORT_N or k > MIXED_NARROW_SHORT_K):
+        return sm90_dual_mixed_narrow(shape)
     cfg = sm90_dual_mixed(shape)
     fill = dual_tiles(cfg, shape) / SM_COUNT["sm_90a"]
     if k > MIXED_PAIRS_MAX_SHORT_K and n >= MIXED_PAIRS_MIN_N and MIXED_PAIRS_MIN_WAVE <= 2 * fill <= 1:
@@ -998,17 +1031,12 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # 51.0 vs 56.9 us for the 128x128 pairs (exp. 72).  512x4096 runs the mixed-input kernel
     # whole (128 tiles, one wave).
     **{("sm_90a", "dual", s): default_config("dual", "sm_90a", s) for s in DUAL_BENCHMARKS},
-    # 256x3072x4096: 128x96 (fused wgmma n = 192, two scale atoms per B stage) gives 64
-    # tiles, split 2 ways over K -> 128 units: 37.5 us vs 41.3 for 128 tiles of 128x48 and
-    # 44.3 for 128x128 split (96 units); H200, 2026-11-21, same run (experiment 22); 35.3
-    # as 2-CTA cluster pairs (experiment 24).  The mixed-input kernel as split-K pairs tied
-    # it (H100, 2026-11-24, 1.007, exp. 72).  Now the mixed-input kernel's narrow form (96
-    # whole tiles of 64 columns x 128 A rows on 96 SMs, no split-K reduction): H100,
-    # 2026-11-25, ab_compare 4 rounds, 33.0 vs 33.8 us (0.975; exp. 76).  Not in the rule: on
-    # 256x4096x7168 and 384x2048x7168 it ties the split-K pairs (1.007, 1.010) and it loses
-    # with 64 tiles (256x2048x7168, 1.29: one k-block of a narrow tile takes ~1.65 us against
-    # ~1.48 for half of a whole tile's).
-    ("sm_90a", "dual", DUAL_BENCHMARKS[2]): sm90_dual_mixed_narrow(),
+    # 256x3072x4096 (the rule's pick above): 128x96 (fused wgmma n = 192, two scale atoms
+    # per B stage) gave 64 tiles split 2 ways over K: 37.5 us vs 41.3 for 128 tiles of 128x48
+    # and 44.3 for 128x128 split (H200, 2026-11-21, exp. 22); 35.3 as 2-CTA cluster pairs
+    # (exp. 24); the mixed-input split-K pairs tied it (H100, 2026-11-24, exp. 72); the narrow
+    # form's 96 whole tiles 0.975 (exp. 76, pinned here then); now the rule's narrow form
+    # stream-K on 128 CTAs (the makespan model's pick), 0.958 of the whole tiles (exp. 85).
     # 512x3072: the rule's mixed-input kernel, stream-K (96 tiles x 28 k-blocks in 132
     # ranges of 20-21): 80.6 us vs 83.2 for the 128x96 tiles pinned here before (128 tiles,
     # one wave; B in 16-code quarter tasks), H200, 2026-11-21, same run (exp. 66).

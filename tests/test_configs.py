@@ -48,11 +48,11 @@ def test_checks_catch_bad_configs():
     assert mixed.a_prepass and mixed.cluster_mn == (2, 1) and C.check_config(mixed) == []
     assert any("a_prepass" in e for e in C.check_config(replace(mixed, cluster_mn=(1, 2))))
     assert any("split_k" in e for e in C.check_config(replace(mixed, split_k=False)))
-    # the narrow mixed form: whole tiles, two consumer warpgroups, no cluster
+    # the narrow mixed form: whole tiles or stream-K, two consumer warpgroups, no cluster
     narrow = C.sm90_dual_mixed_narrow()
     assert C.check_config(narrow) == [] and C.dual_tiles(narrow, (256, 3072, 4096, 1)) == 96
-    for bad in (replace(narrow, split_k=True), replace(narrow, mma_warpgroups=1),
-                replace(narrow, cluster_mn=(2, 1), split_k=True)):
+    assert C.check_config(replace(narrow, split_k=True)) == []
+    for bad in (replace(narrow, mma_warpgroups=1), replace(narrow, cluster_mn=(2, 1), split_k=True)):
         assert any("narrow form" in e for e in C.check_config(bad)), bad
     assert any("registers" in e for e in C.check_config(replace(h, mma_tile_mn=(128, 256))))
     assert any("cta_group" in e for e in C.check_config(replace(h, cta_group=2)))

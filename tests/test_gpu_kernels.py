@@ -156,7 +156,9 @@ def test_grouped_swap_ab_poisoned_padding_and_tiny_m():
 
 @pytest.mark.parametrize("shape,splits,full", [
     ((128, 768, 7168, 1), 8, 0),  # 12 tiles of 128x64, every tile split 8 ways (in-order sum)
-    ((1536, 512, 7168, 1), 2, 0),  # 48 tiles, split 2 ways: 2-CTA cluster pairs (rule)
+    # 48 tiles, split 2 ways: 2-CTA cluster pairs (rule; 1536x512x7168 ran here until the
+    # narrow mixed form took it, exp. 85 -- N 512 with K 2048 stays on this kernel)
+    ((1536, 512, 2048, 1), 2, 0),
     ((7168, 384, 2304, 1), 3, 132),  # 168 tiles: one whole wave, the 36 tail tiles split 3 ways
 ], ids=str)
 def test_dual_split_k(shape, splits, full):
@@ -451,18 +453,9 @@ def test_dual_mixed_stream_k(shape):
     assert int(flags.abs().sum()) == 0, "stream-K flags not reset"
 
 
-@_sm90_only
-@pytest.mark.parametrize("shape,ctas,dp", [
-    ((512, 3072, 7168, 1), 64, 64),  # 64 whole tiles, then 32 tiles x 28 k-blocks over 64 CTAs
-    ((300, 2048, 2048, 1), 20, 40),  # 2 whole waves, then 8 tiles x 8 k-blocks over 20 CTAs
-], ids=str)
-def test_dual_mixed_stream_k_after_whole_waves(shape, ctas, dp):
-    """The kernel's walk with whole tiles first and a stream-K tail (0 < dp_tiles < tiles:
-    no plan picks it now, scheduler.py supports it): a CTA's partial is then written in its
-    first *stream-K* segment, which the flag warp must find too (a wrong guess would leave a
-    finisher spinning).  Launched twice with explicit (ctas, dp_tiles); flags left zero."""
-    from dataclasses import replace
-
+def _run_stream_k_plan(cfg, shape, ctas, dp, seed):
+    """The mixed dual kernel compiled with split_k, launched twice with an explicit stream-K
+    plan (ctas, dp_tiles): C poisoned, fully written and correct each time; flags left zero."""
     import cutlass
     import cutlass.cute as cute
     from cutlass import Int32
@@ -471,9 +464,7 @@ def test_dual_mixed_stream_k_after_whole_waves(shape, ctas, dp):
     from nvfp4gemm import harness
     from nvfp4gemm.sm90 import dual_mixed as dm
 
-    cfg = replace(configs.sm90_dual_mixed(), split_k=True)
-    assert 0 < dp < configs.dual_tiles(cfg, shape)
-    data = R.generate_input(*shape, 29, device="cuda", poison_padding=True)
+    data = R.generate_input(*shape, seed, device="cuda", poison_padding=True)
     ck = harness.compile_kernel("dual", "sm_90a", cfg, shape)
     args = list(dm.runtime_args(data, cfg, torch.cuda.current_stream()))
     ws, flags = dm.stream_k_workspace(data[-1], ctas)
@@ -488,6 +479,40 @@ def test_dual_mixed_stream_k_after_whole_waves(shape, ctas, dp):
         ok, msg = R.check_implementation(data, data[-1])
         assert ok, msg
     assert int(flags.abs().sum()) == 0, "stream-K flags not reset"
+
+
+@_sm90_only
+@pytest.mark.parametrize("shape,ctas,dp", [
+    ((512, 3072, 7168, 1), 64, 64),  # 64 whole tiles, then 32 tiles x 28 k-blocks over 64 CTAs
+    ((300, 2048, 2048, 1), 20, 40),  # 2 whole waves, then 8 tiles x 8 k-blocks over 20 CTAs
+], ids=str)
+def test_dual_mixed_stream_k_after_whole_waves(shape, ctas, dp):
+    """The kernel's walk with whole tiles first and a stream-K tail (0 < dp_tiles < tiles:
+    no plan picks it now, scheduler.py supports it): a CTA's partial is then written in its
+    first *stream-K* segment, which the flag warp must find too (a wrong guess would leave a
+    finisher spinning)."""
+    from dataclasses import replace
+
+    cfg = replace(configs.sm90_dual_mixed(), split_k=True)
+    assert 0 < dp < configs.dual_tiles(cfg, shape)
+    _run_stream_k_plan(cfg, shape, ctas, dp, 29)
+
+
+@_sm90_only
+@pytest.mark.parametrize("shape,ctas,dp", [
+    ((256, 3072, 4096, 1), 128, 0),  # the leaderboard plan: 96 tiles x 16 k-blocks, 2 segments each
+    ((256, 3072, 4096, 1), 132, 0),  # ranges not aligned with the tiles: 3-segment tiles
+    ((100, 320, 512, 1), 7, 0),  # 5 tiles x 2 k-blocks over 7 CTAs, ragged A rows, odd / even tiles
+    ((200, 1024, 768, 1), 20, 0),  # 32 tiles x 3 k-blocks, ragged last row of tiles
+    ((1100, 1024, 512, 1), 40, 120),  # 3 waves of whole tiles, then 24 tiles x 2 k-blocks over 40 CTAs
+], ids=str)
+def test_dual_mixed_narrow_stream_k(shape, ctas, dp):
+    """The narrow form stream-K scheduled (exp. 85): a finisher adds 64-column partials whose
+    B1 / B2 rows interleave in the register operand, and even / odd tiles read the two halves
+    of a scale atom in every segment."""
+    from dataclasses import replace
+
+    _run_stream_k_plan(replace(configs.sm90_dual_mixed_narrow(), split_k=True), shape, ctas, dp, 41)
 
 
 # ragged groups for the grouped mixed-input kernel: M_g 1, 7, 33, 130, 257, 300 (A16 padding

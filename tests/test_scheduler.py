@@ -106,6 +106,32 @@ def test_stream_k_plan_leaderboard():
     assert configs.stream_k_plan(300, 7, 132) == (132, 300)  # 2+ waves: whole tiles
 
 
+def test_stream_k_plan_narrow_by_makespan():
+    """The narrow form's split decision is the makespan model's alone (exp. 85, H100): it
+    splits 256x3072x4096 (96 narrow tiles x 16 k-blocks: 128 CTAs, 0.958 of whole tiles;
+    the segment-cost test of the (256, 128) form would keep them whole) and 256x2048x7168,
+    and keeps 300x2048x2048 (96 x 8) whole, as measured."""
+    assert configs.stream_k_plan(96, 16, 132) == (96, 96)  # segment-cost test: whole
+    assert configs.stream_k_plan(96, 16, 132, True) == (128, 0)
+    assert configs.stream_k_plan(64, 28, 132, True) == (128, 0)
+    assert configs.stream_k_plan(96, 8, 132, True) == (96, 96)
+    assert configs.stream_k_plan(300, 7, 132, True) == (132, 300)  # 2+ waves: whole tiles
+
+
+def test_dual_rule_narrow_form():
+    """Where the dual rule picks the narrow mixed form (exp. 85): narrow tiles filling
+    [0.48, 0.95) of the 132 SMs, not both N <= 1024 and K <= 2048; stream-K as planned."""
+    pick = lambda *s: configs.select_config("dual", "sm_90a", s + (1,))  # noqa: E731
+    for shape, split in (((256, 3072, 4096), True), ((384, 2048, 7168), True), ((300, 2048, 2048), False),
+                         ((1536, 512, 7168), True), ((256, 2048, 1024), False)):
+        cfg = pick(*shape)
+        assert cfg.a_prepass and cfg.mma_tile_mn == (128, 128) and cfg.split_k == split, (shape, cfg)
+    for shape in ((512, 1024, 2048), (1024, 512, 1024),  # short N and K: measured slower
+                  (256, 4096, 7168),  # 128 narrow tiles: a whole wave, the mixed pairs
+                  (512, 3072, 7168)):  # 192 narrow tiles
+        assert pick(*shape).mma_tile_mn != (128, 128) or not pick(*shape).a_prepass, shape
+
+
 @pytest.mark.parametrize("tiles,k_blocks,ctas", [(96, 28, 132), (96, 28, 128), (72, 28, 132), (96, 21, 126),
                                                  (5, 3, 7), (40, 1, 33), (133, 2, 132), (64, 28, 100)])
 def test_stream_k_makespan_matches_walk(tiles, k_blocks, ctas):
