@@ -31,11 +31,13 @@ thread:
             rows of C at a time in a 16 KB buffer and stored as whole 256-byte rows
             (`Sm90Common.store_c_t_staged`; rows of C past M skipped).
   Narrow form (config tile (128, 128), exp. 76): tiles of 64 columns of C x 128 A rows,
-  whole K per CTA, twice the tiles of the (256, 128) form and no reduction.  Each consumer
-  warpgroup's m64 register operand interleaves 32 rows of B1 (rows 0-7 of every 16-row warp
-  slab) with the same rows of B2 (rows 8-15), so a thread's accumulator rows r0 and r0 + 8
-  are x1 and x2 of one column of C (`decode_b_interleaved`, `c_t_word`).  H100: 256x3072x4096
-  0.975x the 128 x 96 pairs it replaces; a tie with the split-K pairs on 256x4096x7168.
+  twice the tiles of the (256, 128) form.  Each consumer warpgroup's m64 register operand
+  interleaves 32 rows of B1 (rows 0-7 of every 16-row warp slab) with the same rows of B2
+  (rows 8-15), so a thread's accumulator rows r0 and r0 + 8 are x1 and x2 of one column of
+  C (`decode_b_interleaved`, `c_t_word`).  Whole tiles, or stream-K where the makespan model
+  alone says so (exp. 85; its 64 KB partials go through the same workspace).  H100:
+  256x3072x4096 whole 0.975x the 128 x 96 pairs it replaced, stream-K on 128 CTAs 0.966x of
+  that; the dual rule picks it where its tiles fill about half to one wave (configs.py).
   Stream-K assumes every CTA of the grid is resident at once (one per SM, grid <= SMs),
   as persistent kernels do: a finisher spins on flags of CTAs that never wait themselves.
   Split-K pairs (config cluster_mn (2, 1), exp. 72): instead of stream-K, a grid of 2 x
