@@ -228,13 +228,19 @@ def test_dual_small_m_rule_and_swap_constraints():
 
     from nvfp4gemm.sm90.dual_skinny import Sm90DualSkinnyKernel
 
+    from nvfp4gemm.sm90.dual_mixed import Sm90DualMixedKernel
+
     for shape, swap in (((17, 4096, 7168, 1), 32), ((24, 14336, 4096, 1), 32), ((64, 7168, 2048, 1), 64),
                         ((32, 2048, 2048, 1), 32), ((48, 3072, 4096, 1), False),
-                        ((65, 4096, 7168, 1), False), ((17, 4096, 7168, 2), False), ((17, 4032, 7168, 1), False)):
+                        ((17, 4096, 7168, 2), False), ((17, 4032, 7168, 1), False)):
         cfg = configs.select_config("dual", "sm_90a", shape)
         assert cfg.swap_ab == bool(swap), (shape, cfg.short())
         assert not swap or cfg.mma_tile_mn == (256, swap), (shape, cfg.short())
         assert harness.kernel_module("dual", "sm_90a", cfg)[1] is (Sm90DualSwapKernel if swap else Sm90DualGemmKernel)
+    # M = 65, just past the swap kernel: the mixed kernel's narrow form (64 tiles, exp. 85)
+    cfg = configs.select_config("dual", "sm_90a", (65, 4096, 7168, 1))
+    assert cfg.a_prepass and cfg.mma_tile_mn == (128, 128), cfg.short()
+    assert harness.kernel_module("dual", "sm_90a", cfg)[1] is Sm90DualMixedKernel
     # M <= 16: the skinny kernel, whatever N (% 16), K and L
     for shape, tn in (((1, 4096, 7168, 1), 8), ((8, 14336, 4096, 3), 8), ((9, 4032, 256, 1), 16),
                       ((16, 512, 7168, 2), 16)):
