@@ -683,6 +683,15 @@ MIXED_NARROW_MIN_WAVE = 0.48
 MIXED_NARROW_MAX_WAVE = 0.95
 MIXED_NARROW_SHORT_N = 1024
 MIXED_NARROW_SHORT_K = 2048
+# Also under half a wave of narrow tiles, from a quarter wave, where K >= MIXED_NARROW_LOW_MIN_K
+# (exp. 85, same method).  Fitted on 7 shapes with 32-60 narrow tiles: K 7168 0.834-0.860
+# (128x3072x7168, 384x1024x7168, 256x1024x7168), K 4096 0.864-1.009 (256x1536x4096 0.950,
+# 128x2048x4096, 320x1280x4096 1.009), K 2048 1.054 (200x1792x2048).  Checked on 9 others:
+# the 7 it picks 0.816-0.930 (192x1536x7168, 128x2560x4096, 256x1280x7168, 448x768x5120,
+# 128x3584x4096, 320x1024x5376, 96x2048x14336); of the 2 it leaves out, 256x1536x2048 1.038
+# (right) and 128x3072x3072 0.946 (a missed win: the K bound is conservative).
+MIXED_NARROW_LOW_WAVE = 0.24
+MIXED_NARROW_LOW_MIN_K = 4096
 
 
 def _sm90_mixed_rule(shape) -> KernelConfig | None:
@@ -693,6 +702,8 @@ def _sm90_mixed_rule(shape) -> KernelConfig | None:
     narrow_fill = dual_tiles(sm90_dual_mixed_narrow(), shape) / SM_COUNT["sm_90a"]
     if MIXED_NARROW_MIN_WAVE <= narrow_fill < MIXED_NARROW_MAX_WAVE and (
             n > MIXED_NARROW_SHORT_N or k > MIXED_NARROW_SHORT_K):
+        return sm90_dual_mixed_narrow(shape)
+    if MIXED_NARROW_LOW_WAVE <= narrow_fill < MIXED_NARROW_MIN_WAVE and k >= MIXED_NARROW_LOW_MIN_K:
         return sm90_dual_mixed_narrow(shape)
     cfg = sm90_dual_mixed(shape)
     fill = dual_tiles(cfg, shape) / SM_COUNT["sm_90a"]

@@ -120,13 +120,17 @@ def test_stream_k_plan_narrow_by_makespan():
 
 def test_dual_rule_narrow_form():
     """Where the dual rule picks the narrow mixed form (exp. 85): narrow tiles filling
-    [0.48, 0.95) of the 132 SMs, not both N <= 1024 and K <= 2048; stream-K as planned."""
+    [0.48, 0.95) of the 132 SMs, not both N <= 1024 and K <= 2048, or [0.24, 0.48) with
+    K >= 4096; stream-K as planned."""
     pick = lambda *s: configs.select_config("dual", "sm_90a", s + (1,))  # noqa: E731
     for shape, split in (((256, 3072, 4096), True), ((384, 2048, 7168), True), ((300, 2048, 2048), False),
-                         ((1536, 512, 7168), True), ((256, 2048, 1024), False)):
+                         ((1536, 512, 7168), True), ((256, 2048, 1024), False),
+                         ((128, 3072, 7168), True), ((256, 1024, 7168), True)):  # under half a wave, K >= 4096
         cfg = pick(*shape)
         assert cfg.a_prepass and cfg.mma_tile_mn == (128, 128) and cfg.split_k == split, (shape, cfg)
     for shape in ((512, 1024, 2048), (1024, 512, 1024),  # short N and K: measured slower
+                  (200, 1792, 2048), (256, 1536, 2048),  # under half a wave with K < 4096: slower
+                  (128, 1024, 7168),  # 16 narrow tiles: under a quarter wave, not measured
                   (256, 4096, 7168),  # 128 narrow tiles: a whole wave, the mixed pairs
                   (512, 3072, 7168)):  # 192 narrow tiles
         assert pick(*shape).mma_tile_mn != (128, 128) or not pick(*shape).a_prepass, shape
