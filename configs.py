@@ -622,13 +622,22 @@ def sm90_dual_mixed(shape=None) -> KernelConfig:
     once to fp16 by a pre-pass, B1 / B2 decoded into wgmma registers, no decoded tile ever
     stored by a thread.  Tile: 128 rows of B1 on the same rows of B2 (256-row register
     operand) x 128 rows of A; 2 packed-B stages + 8 fp16 A sub-blocks (205 KB).  With a
-    shape: split_k (stream-K) where `stream_k_plan` splits it on 132 SMs."""
+    shape: split_k (stream-K) where `mixed_dual_stream_k_plan` splits it on 132 SMs."""
     cfg = KernelConfig("dual", "sm_90a", (256, 128), mma_warpgroups=2, epi_tile_mn=(128, 32),
                        rs_a=True, swap_ab=True, a_prepass=True, ab_stages=2)
-    if shape is None:
-        return cfg
-    tiles = dual_tiles(cfg, shape)
-    return replace(cfg, split_k=stream_k_plan(tiles, shape[2] // K_BLOCK, SM_COUNT["sm_90a"])[1] < tiles)
+    return cfg if shape is None else _with_stream_k(cfg, shape)
+
+
+def mixed_dual_stream_k_plan(cfg: KernelConfig, shape, sms: int) -> tuple[int, int]:
+    """(ctas, dp_tiles) of the mixed-input dual kernel's stream-K plan for this tile and shape
+    on `sms` SMs: the narrow form decides whether to split by the makespan model alone (exp.
+    85), the (256, 128) form by its segment-cost test (`stream_k_plan`)."""
+    return stream_k_plan(dual_tiles(cfg, shape), shape[2] // K_BLOCK, sms, cfg.mma_tile_mn == (128, 128))
+
+
+def _with_stream_k(cfg: KernelConfig, shape) -> KernelConfig:
+    """cfg with split_k where its stream-K plan on 132 SMs splits any tile."""
+    return replace(cfg, split_k=mixed_dual_stream_k_plan(cfg, shape, SM_COUNT["sm_90a"])[1] < dual_tiles(cfg, shape))
 
 
 # Split-K pairs of the mixed-input kernel (one 2-CTA cluster per tile, each rank half the
@@ -648,13 +657,10 @@ def sm90_dual_mixed_narrow(shape=None, ab_stages: int = 2) -> KernelConfig:
     """The mixed-input dual kernel's narrow form (exp. 76): tiles of 64 columns of C (64 rows
     of B1 and the same rows of B2, interleaved in the two consumer warpgroups' m64 register
     operands) x 128 A rows: twice the tiles of the (256, 128) form.  With a shape: split_k
-    (stream-K, exp. 85) where `stream_k_plan(by_makespan=True)` splits it on 132 SMs."""
+    (stream-K, exp. 85) where `mixed_dual_stream_k_plan` splits it on 132 SMs."""
     cfg = KernelConfig("dual", "sm_90a", (128, 128), mma_warpgroups=2, epi_tile_mn=(128, 32),
                        rs_a=True, swap_ab=True, a_prepass=True, ab_stages=ab_stages)
-    if shape is None:
-        return cfg
-    tiles = dual_tiles(cfg, shape)
-    return replace(cfg, split_k=stream_k_plan(tiles, shape[2] // K_BLOCK, SM_COUNT["sm_90a"], True)[1] < tiles)
+    return cfg if shape is None else _with_stream_k(cfg, shape)
 
 
 def sm90_dual_mixed_pairs() -> KernelConfig:
@@ -700,10 +706,9 @@ def _sm90_mixed_rule(shape) -> KernelConfig | None:
     if n % 128 or l != 1 or m <= 64 or n < MIXED_MIN_N:
         return None
     narrow_fill = dual_tiles(sm90_dual_mixed_narrow(), shape) / SM_COUNT["sm_90a"]
-    if MIXED_NARROW_MIN_WAVE <= narrow_fill < MIXED_NARROW_MAX_WAVE and (
-            n > MIXED_NARROW_SHORT_N or k > MIXED_NARROW_SHORT_K):
-        return sm90_dual_mixed_narrow(shape)
-    if MIXED_NARROW_LOW_WAVE <= narrow_fill < MIXED_NARROW_MIN_WAVE and k >= MIXED_NARROW_LOW_MIN_K:
+    if ((MIXED_NARROW_MIN_WAVE <= narrow_fill < MIXED_NARROW_MAX_WAVE
+         and (n > MIXED_NARROW_SHORT_N or k > MIXED_NARROW_SHORT_K))
+            or (MIXED_NARROW_LOW_WAVE <= narrow_fill < MIXED_NARROW_MIN_WAVE and k >= MIXED_NARROW_LOW_MIN_K)):
         return sm90_dual_mixed_narrow(shape)
     cfg = sm90_dual_mixed(shape)
     fill = dual_tiles(cfg, shape) / SM_COUNT["sm_90a"]

@@ -479,15 +479,14 @@ _SK_CACHE: dict = {}
 
 
 def stream_k_plan(config: KernelConfig, m: int, n: int, k: int, device) -> tuple[int, int]:
-    """(ctas, dp_tiles) on this GPU: configs.stream_k_plan with split_k, else whole tiles."""
+    """(ctas, dp_tiles) on this GPU: configs.mixed_dual_stream_k_plan with split_k, else whole tiles."""
     tiles = dual_tiles(config, (m, n, k, 1))
     sms = sm_count(device)
     if config.cluster_mn == (2, 1):  # split-K pairs: one 2-CTA cluster per tile
         return 2 * tiles, 0
     if not config.split_k:
         return min(tiles, sms), tiles
-    # the narrow form splits by the makespan model alone (exp. 85)
-    return configs.stream_k_plan(tiles, k // K_BLOCK, sms, config.mma_tile_mn == (128, 128))
+    return configs.mixed_dual_stream_k_plan(config, (m, n, k, 1), sms)
 
 
 def stream_k_workspace(c, ctas: int):
