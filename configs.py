@@ -84,7 +84,8 @@ class KernelConfig:
         if self.skinny:
             return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}"
         if self.a_prepass:
-            mode = (" narrow" if self.problem == "dual" and self.mma_tile_mn == (128, 128) else "") + \
+            form = {(128, 128): " narrow", (192, 128): " wg3"} if self.problem == "dual" else {}
+            mode = form.get(tuple(self.mma_tile_mn), "") + \
                 (" pairs" if self.cluster_mn == (2, 1) else " streamK" if self.split_k else "")
             return f"mixed {m}x{n} ab{self.ab_stages} a16x{SM90_A16_STAGES}" + mode
         if self.swap_ab:
@@ -161,7 +162,7 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
     tm, tn = cfg.mma_tile_mn
     if cfg.a_prepass:  # packed register-operand rows (tm: B1 + B2, or B_g) and their scale atoms per
         # stage (dual: B1's and B2's; grouped: tm / 128); fp16 A ring; C staging
-        atoms = 2 if cfg.problem == "dual" else tm // 128
+        atoms = 2 * mixed_dual_sf_atoms(tm) if cfg.problem == "dual" else tm // 128
         return cfg.ab_stages * (tm * (K_BLOCK // 2) + atoms * 128 * (K_BLOCK // SF_VEC)) \
             + SM90_A16_STAGES * tn * 64 * 2 + mixed_c_stage_bytes(cfg) + 1024
     if cfg.skinny:  # per warp: ab_stages cp.async stages + its fp32 partial sums (skinny.py)
@@ -175,6 +176,13 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
     decoded = cfg.gemms * tn * 64 * 2 * cfg.dec_stages  # fp16 sub-blocks of 64 K-elements
     c = cfg.epi_stages * cfg.epi_tile_mn[0] * cfg.epi_tile_mn[1] * 2
     return cfg.ab_stages * packed + decoded + c + 1024
+
+
+def mixed_dual_sf_atoms(tm: int) -> int:
+    """128-row scale atoms per B (B1, B2) per stage of the mixed-input dual kernel with
+    register rows tm (tm / 2 columns of C): 2 where a tile's rows can straddle two atoms
+    (the three-warpgroup form, 96 columns), else 1."""
+    return 1 if 128 % (tm // 2) == 0 else 2
 
 
 def sm90_sfb_atoms(tn: int) -> int:
@@ -246,7 +254,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
                 or cfg.cluster_mn not in ((1, 1), (2, 1))) and not _mixed_narrow_ok(cfg):
             errs.append("a_prepass (mixed-input dual kernel) needs problem dual, tile (256, 128), swap_ab, "
                         "ab_stages 2, cluster (1, 1) or (2, 1) (split-K pairs); or the narrow form: tile "
-                        "(128, 128), two consumer warpgroups, no cluster (whole tiles or stream-K)")
+                        "(128, 128), two consumer warpgroups, no cluster (whole tiles or stream-K); or the "
+                        "three-warpgroup form: tile (192, 128), three consumer warpgroups, no cluster")
         if cfg.cta_group != 1:
             errs.append("sm_90a has no 2-CTA MMA: cta_group must be 1")
         if not cfg.rs_a or cfg.dec_stages not in (2, 3):
@@ -270,10 +279,11 @@ def check_config(cfg: KernelConfig) -> list[str]:
 
 
 def _mixed_narrow_ok(cfg: KernelConfig) -> bool:
-    """The narrow mixed-input form (exp. 76): 64 columns of C per tile x 128 A rows, two
-    consumer warpgroups, each one m64 register operand whose rows interleave 32 rows of B1
-    with the same rows of B2 (rows r and r + 8 of each 16-row warp slab)."""
-    return (cfg.problem == "dual" and cfg.mma_tile_mn == (128, 128) and cfg.mma_warpgroups == 2
+    """The interleaved mixed-input forms: each consumer warpgroup one m64 register operand
+    whose rows interleave 32 rows of B1 with the same rows of B2 (rows r and r + 8 of each
+    16-row warp slab) x 128 A rows.  Narrow (exp. 76): two warpgroups, 64 columns of C per
+    tile; three-warpgroup (exp. 86): 96 columns."""
+    return (cfg.problem == "dual" and (tuple(cfg.mma_tile_mn), cfg.mma_warpgroups) in (((128, 128), 2), ((192, 128), 3))
             and cfg.swap_ab and cfg.ab_stages >= 2 and cfg.cluster_mn == (1, 1))
 
 
@@ -632,7 +642,7 @@ def mixed_dual_stream_k_plan(cfg: KernelConfig, shape, sms: int) -> tuple[int, i
     """(ctas, dp_tiles) of the mixed-input dual kernel's stream-K plan for this tile and shape
     on `sms` SMs: the narrow form decides whether to split by the makespan model alone (exp.
     85), the (256, 128) form by its segment-cost test (`stream_k_plan`)."""
-    return stream_k_plan(dual_tiles(cfg, shape), shape[2] // K_BLOCK, sms, cfg.mma_tile_mn == (128, 128))
+    return stream_k_plan(dual_tiles(cfg, shape), shape[2] // K_BLOCK, sms, cfg.mma_tile_mn[0] != 256)
 
 
 def _with_stream_k(cfg: KernelConfig, shape) -> KernelConfig:
@@ -660,6 +670,17 @@ def sm90_dual_mixed_narrow(shape=None, ab_stages: int = 2) -> KernelConfig:
     (stream-K, exp. 85) where `mixed_dual_stream_k_plan` splits it on 132 SMs."""
     cfg = KernelConfig("dual", "sm_90a", (128, 128), mma_warpgroups=2, epi_tile_mn=(128, 32),
                        rs_a=True, swap_ab=True, a_prepass=True, ab_stages=ab_stages)
+    return cfg if shape is None else _with_stream_k(cfg, shape)
+
+
+def sm90_dual_mixed_wg3(shape=None) -> KernelConfig:
+    """The mixed-input dual kernel with three consumer warpgroups (exp. 86): tiles of 96
+    columns of C (96 rows of B1 on the same rows of B2, interleaved as in the narrow form,
+    one m64 register operand per warpgroup) x 128 A rows; N a multiple of 96.  With a
+    shape: split_k where the makespan model splits it on 132 SMs."""
+    # (epi_tile_mn is not used by the mixed-input kernels: store_c_t_staged; it must divide the tile)
+    cfg = KernelConfig("dual", "sm_90a", (192, 128), mma_warpgroups=3, epi_tile_mn=(64, 32),
+                       rs_a=True, swap_ab=True, a_prepass=True, ab_stages=2)
     return cfg if shape is None else _with_stream_k(cfg, shape)
 
 
@@ -700,8 +721,61 @@ MIXED_NARROW_LOW_WAVE = 0.24
 MIXED_NARROW_LOW_MIN_K = 4096
 
 
+# The three-warpgroup form (exp. 86: tiles of 96 columns of C, N % 192 == 0 with the 64-column
+# granularity of B) where the cost model below puts it more than 4% (MIXED_WG3_MARGIN) under
+# the form the rules above pick, or where they pick no mixed form and its tiles fill half a
+# wave (MIXED_NARROW_MIN_WAVE); not with the narrow form's short N and K, nor instead of the
+# split-K pairs (not modelled).  H100, 2026-11-25, one process, 3 rounds x 20, new / old:
+# fitted on 26 shapes (switches: 512x3072x7168 0.890, 384x3072x7168 0.935, 1024x1536x7168 0.905,
+# 768x1536x4096 0.899, 640x2304x4096 0.855, 1024x3072x4096 0.947, 512x6144x2048 0.905,
+# 3072x1536x1536 0.818, 256x3072x4096 0.976, 96x6144x4096 0.962; over the stored-decode
+# kernels 0.61-0.87 on 6 shapes; kept: 2048x3072x2048, 4096x1536x1024, 7168x2304x2048 (the
+# (256, 128) form 2-5% faster), the narrow form's 48-tile shapes (4-5% faster), 192x9216x4096
+# (the (256, 128) form 5% faster: the margin is set to keep it).  Checked on 24 shapes not used
+# to fit it: 14 switches all win 0.80-0.98 (448x2304x7168, 896x1536x4096, 576x2304x7168,
+# 1024x1152x4096, 320x3072x5376, 1536x768x4096, 256x9216x2048, 160x4608x4096, 384x4608x2048,
+# and K 256-512: 300x3072x256, 1024x1536x256, 1536x3072x512, 2048x1536x256, 384x6144x512);
+# of the 7 kept, 1024x2304x7168 was a missed 0.988; the 3 stored-decode shapes under half a
+# wave (16-32 tiles) lost 1.08-1.22 before the fill bound was added (which they now fail).
+MIXED_WG3_MARGIN = 0.96
+# Cost model of the mixed-input dual forms (exp. 86): fixed + per (M x K) of the pre-pass + the
+# busiest CTA's k-blocks (plan makespan: whole waves + an epilogue each, or stream_k_makespan)
+# times the form's k-block time.  Least squares over 46 timings of 26 shapes (H100, 2026-11-25,
+# one process, medians of 3 rounds); within 5% on 39, worst 10% (the narrow form's 48-tile
+# shapes, over-predicted).  Per tile rep of 64 B rows: 0.72 us (256, 128), 0.73 (192, 128),
+# 0.87 (128, 128) -- three warpgroups of one rep keep the tensor cores as busy as two of two.
+MIXED_MODEL_FIXED_US = 5.33
+MIXED_MODEL_PREPASS_US = 0.429e-6  # per element of A
+MIXED_MODEL_KB_US = {(256, 128): 2.878, (192, 128): 2.205, (128, 128): 1.731}
+
+
+def mixed_dual_model_us(cfg: KernelConfig, shape) -> float:
+    """Modelled time (us, H100) of a mixed-input dual config (not split-K pairs) on a shape."""
+    m, n, k, _l = shape
+    tiles, kb = dual_tiles(cfg, shape), k // K_BLOCK
+    ctas, dp = mixed_dual_stream_k_plan(cfg, shape, SM_COUNT["sm_90a"])
+    busiest = (ceil_div(tiles, SM_COUNT["sm_90a"]) * (kb + STREAM_K_EPILOGUE_KB) if dp >= tiles
+               else stream_k_makespan(tiles, kb, ctas))
+    return MIXED_MODEL_FIXED_US + MIXED_MODEL_PREPASS_US * m * k + MIXED_MODEL_KB_US[tuple(cfg.mma_tile_mn)] * busiest
+
+
 def _sm90_mixed_rule(shape) -> KernelConfig | None:
-    """The mixed-input config where the rule above picks it, else None."""
+    """The mixed-input config where the rules above pick it, else None."""
+    cur = _sm90_mixed_rule_128(shape)
+    m, n, k, l = shape
+    if (n % 192 or l != 1 or m <= 64 or n < MIXED_MIN_N or (n <= MIXED_NARROW_SHORT_N and k <= MIXED_NARROW_SHORT_K)
+            or (cur is not None and cur.cluster_mn == (2, 1))):
+        return cur
+    wg3 = sm90_dual_mixed_wg3(shape)
+    if cur is None:
+        # no mixed form picked (the stored-decode kernels run it): from about half a wave of tiles
+        fill = dual_tiles(wg3, shape) / SM_COUNT["sm_90a"]
+        return wg3 if fill >= MIXED_NARROW_MIN_WAVE else None
+    return wg3 if mixed_dual_model_us(wg3, shape) < MIXED_WG3_MARGIN * mixed_dual_model_us(cur, shape) else cur
+
+
+def _sm90_mixed_rule_128(shape) -> KernelConfig | None:
+    """The (256, 128) / narrow / pairs mixed-input config where the rules above pick it, else None."""
     m, n, k, l = shape
     if n % 128 or l != 1 or m <= 64 or n < MIXED_MIN_N:
         return None
@@ -1055,11 +1129,15 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # per B stage) gave 64 tiles split 2 ways over K: 37.5 us vs 41.3 for 128 tiles of 128x48
     # and 44.3 for 128x128 split (H200, 2026-11-21, exp. 22); 35.3 as 2-CTA cluster pairs
     # (exp. 24); the mixed-input split-K pairs tied it (H100, 2026-11-24, exp. 72); the narrow
-    # form's 96 whole tiles 0.975 (exp. 76, pinned here then); now the rule's narrow form
-    # stream-K on 128 CTAs (the makespan model's pick), 0.958 of the whole tiles (exp. 85).
+    # form's 96 whole tiles 0.975 (exp. 76, pinned here then); the rule's narrow form
+    # stream-K on 128 CTAs (the makespan model's pick), 0.958 of the whole tiles (exp. 85);
+    # now the three-warpgroup form stream-K (64 tiles of 96 columns on 128 CTAs): 0.977 of
+    # the narrow form through custom_kernel (H100, 2026-11-25, exp. 86).
     # 512x3072: the rule's mixed-input kernel, stream-K (96 tiles x 28 k-blocks in 132
     # ranges of 20-21): 80.6 us vs 83.2 for the 128x96 tiles pinned here before (128 tiles,
-    # one wave; B in 16-code quarter tasks), H200, 2026-11-21, same run (exp. 66).
+    # one wave; B in 16-code quarter tasks), H200, 2026-11-21, same run (exp. 66); now the
+    # three-warpgroup form, 128 whole tiles of 96 columns: 0.880 of the stream-K (256, 128)
+    # kernel through custom_kernel (H100, 74.7 -> 65.8 us, exp. 86).
     # --- sm_90a grouped: the rule ranks 128x256 / 128x128 / swap 256x64 by `sm90_group_cost`
     # Kernel-only, H200, 2026-11-21, one run (notes/sm90.md, experiment 23), 128x256 /
     # 128x128 / swap: g8 N=4096 K=7168 155.9 / 193.8 / 185.8 us (128x256: one wave + 44

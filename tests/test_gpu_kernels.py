@@ -515,6 +515,41 @@ def test_dual_mixed_narrow_stream_k(shape, ctas, dp):
     _run_stream_k_plan(replace(configs.sm90_dual_mixed_narrow(), split_k=True), shape, ctas, dp, 41)
 
 
+@_sm90_only
+@pytest.mark.parametrize("shape", [
+    (1, 192, 256, 1),  # one A row, 2 tiles: the second's 96 rows straddle scale atoms 0 and 1
+    (100, 576, 512, 1),  # 6 tiles over N, the last one in the partial fifth atom (rows 512-575)
+    (300, 3072, 2048, 1),  # ragged last row of tiles; tile 31 alone in the last atom (clamped)
+    (512, 3072, 7168, 1),  # 128 tiles, one per CTA (the leaderboard shape)
+    (1100, 2304, 512, 1),  # 216 tiles: CTAs run 1-2 tiles (persistent, ring state carried)
+], ids=str)
+def test_dual_mixed_wg3(shape):
+    """The mixed-input dual kernel with three consumer warpgroups (exp. 86: tiles of 96
+    columns of C, B1 / B2 rows interleaved as in the narrow form): a tile's rows straddle
+    two 128-row scale atoms at offsets 0, 96, 64, 32; C rows of 192 bytes staged with
+    rotated chunks.  Poisoned C and scale padding, twice."""
+    cfg = configs.sm90_dual_mixed_wg3()
+    assert not configs.check_config(cfg), configs.check_config(cfg)
+    data = R.generate_input(*shape, 43, device="cuda", poison_padding=True)
+    for _ in range(2):
+        _run_config(data, "dual", cfg, shape)
+
+
+@_sm90_only
+@pytest.mark.parametrize("shape,ctas,dp", [
+    ((512, 3072, 7168, 1), 132, 0),  # 128 tiles x 28 k-blocks in 132 ranges: 2-segment tiles
+    ((256, 3072, 4096, 1), 128, 0),  # 64 tiles x 16 k-blocks, 2 segments each
+    ((200, 1152, 768, 1), 20, 0),  # 24 tiles x 3 k-blocks, ragged last row of tiles
+    ((1100, 2304, 512, 1), 40, 160),  # whole tiles first, then 56 tiles x 2 k-blocks over 40 CTAs
+], ids=str)
+def test_dual_mixed_wg3_stream_k(shape, ctas, dp):
+    """The three-warpgroup form stream-K scheduled: 96 KB partials (384 threads x 64 fp32)
+    through the same workspace, and the flag warp's barrier counts 384 + 32 threads."""
+    from dataclasses import replace
+
+    _run_stream_k_plan(replace(configs.sm90_dual_mixed_wg3(), split_k=True), shape, ctas, dp, 47)
+
+
 # ragged groups for the grouped mixed-input kernel: M_g 1, 7, 33, 130, 257, 300 (A16 padding
 # rows, ragged last A block), K differing per group (A16 row stride K_max)
 _GM_RAGGED = ((1, 512, 2048), (7, 256, 1024), (33, 768, 2048), (130, 512, 512), (257, 256, 2048), (300, 1024, 1536))

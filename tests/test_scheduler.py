@@ -2,6 +2,7 @@
 the properties the mixed-input dual kernel's reduction relies on, walked on CPU exactly as
 the kernel walks them (the device functions are plain arithmetic on Python ints here)."""
 
+import dataclasses
 import random
 
 import pytest
@@ -123,7 +124,7 @@ def test_dual_rule_narrow_form():
     [0.48, 0.95) of the 132 SMs, not both N <= 1024 and K <= 2048, or [0.24, 0.48) with
     K >= 4096; stream-K as planned."""
     pick = lambda *s: configs.select_config("dual", "sm_90a", s + (1,))  # noqa: E731
-    for shape, split in (((256, 3072, 4096), True), ((384, 2048, 7168), True), ((300, 2048, 2048), False),
+    for shape, split in (((256, 2048, 7168), True), ((384, 2048, 7168), True), ((300, 2048, 2048), False),
                          ((1536, 512, 7168), True), ((256, 2048, 1024), False),
                          ((128, 3072, 7168), True), ((256, 1024, 7168), True)):  # under half a wave, K >= 4096
         cfg = pick(*shape)
@@ -134,6 +135,49 @@ def test_dual_rule_narrow_form():
                   (256, 4096, 7168),  # 128 narrow tiles: a whole wave, the mixed pairs
                   (512, 3072, 7168)):  # 192 narrow tiles
         assert pick(*shape).mma_tile_mn != (128, 128) or not pick(*shape).a_prepass, shape
+
+
+def test_dual_rule_wg3_form():
+    """Where the dual rule picks the three-warpgroup mixed form (exp. 86): N % 192 == 0 and
+    the cost model puts it 4% under the form the earlier rules pick, or those pick no mixed
+    form and its tiles fill half a wave; not for short N and K, nor instead of the split-K pairs."""
+    pick = lambda *s: configs.select_config("dual", "sm_90a", s + (1,))  # noqa: E731
+    wg3 = lambda c: c.a_prepass and c.mma_tile_mn == (192, 128) and c.mma_warpgroups == 3  # noqa: E731
+    for shape, split in (((512, 3072, 7168), False), ((256, 3072, 4096), True),  # leaderboard; measured 0.89 / 0.98
+                         ((384, 3072, 7168), True), ((1024, 1152, 4096), True),  # over the (256, 128) form
+                         ((96, 6144, 4096), True),  # over the narrow form
+                         ((256, 4608, 7168), True), ((1536, 576, 7168), True)):  # where no mixed form was picked
+        cfg = pick(*shape)
+        assert wg3(cfg) and cfg.split_k == split, (shape, cfg)
+    for shape in ((512, 4096, 7168), (512, 2048, 4096),  # N % 192 != 0
+                  (2048, 3072, 2048), (192, 9216, 4096),  # the model's margin: (256, 128) measured faster
+                  (256, 1536, 7168), (128, 6144, 2048),  # the narrow form measured faster
+                  (128, 1536, 7168), (200, 1536, 2048),  # 16 / 32 tiles: the stored-decode kernels
+                  (1024, 768, 1536),  # short N and K
+                  (64, 3072, 7168)):  # M <= 64: the swap kernels
+        assert not wg3(pick(*shape)), shape
+    # the model's ranking on two shapes it was fitted on, as measured (H100)
+    s = (512, 3072, 7168, 1)
+    assert configs.mixed_dual_model_us(configs.sm90_dual_mixed_wg3(s), s) < configs.mixed_dual_model_us(
+        configs.sm90_dual_mixed(s), s)
+    s = (7168, 2304, 2048, 1)
+    assert configs.mixed_dual_model_us(configs.sm90_dual_mixed_wg3(s), s) > configs.mixed_dual_model_us(
+        configs.sm90_dual_mixed(s), s)
+
+
+def test_mixed_wg3_config_model():
+    """The three-warpgroup config: valid, 96 columns of C per tile, two scale atoms per B per
+    stage in the shared-memory model, 64 accumulator registers per consumer thread."""
+    cfg = configs.sm90_dual_mixed_wg3()
+    assert not configs.check_config(cfg), configs.check_config(cfg)
+    assert configs.dual_tiles(cfg, (512, 3072, 7168, 1)) == 128
+    assert configs.mixed_dual_sf_atoms(192) == 2 and configs.mixed_dual_sf_atoms(256) == configs.mixed_dual_sf_atoms(128) == 1
+    # 2 stages x (192 rows x 128 B + 4 atoms x 2 KB) + 8 A16 sub-blocks x 16 KB + 64 C rows x 192 B + 1 KB
+    assert configs.sm90_smem_bytes(cfg) == 2 * (192 * 128 + 4 * 2048) + 8 * 16384 + 64 * 192 + 1024
+    assert configs.sm90_acc_registers(cfg) == 64
+    assert not configs.fits(cfg, (512, 4096, 7168, 1)) and configs.fits(cfg, (512, 3072, 7168, 1))
+    bad = dataclasses.replace(cfg, mma_warpgroups=2)
+    assert configs.check_config(bad), "tile (192, 128) needs three consumer warpgroups"
 
 
 @pytest.mark.parametrize("tiles,k_blocks,ctas", [(96, 28, 132), (96, 28, 128), (72, 28, 132), (96, 21, 126),

@@ -631,26 +631,39 @@ class Sm90Common:
         pairs = self.c_t_pairs(acc, tCcC)
         rb = 2 * (self.tile_m // 2 if self.c_t_silu else self.tile_m)  # bytes of one row of C in the tile
         rows = self.c_stage_bytes // rb  # rows of C per pass
-        assert self.tile_m in (128, 256) and (4 if self.c_t_silu else 2) * pairs == cute.size(acc)
+        assert self.tile_m in (128, 192, 256) and (4 if self.c_t_silu else 2) * pairs == cute.size(acc)
         assert self.tile_n % rows == 0 and rows % 8 == 0 and ((rows * rb) // 16) % self.num_mma_threads == 0
         assert not passes or rows == 64, "pair passes are 64 rows of C"
         odd, sel = self.c_t_lane(ct)
         nt = self.num_mma_threads
         chunks = rb // 16
+        # physical 16-byte chunk of logical chunk ch in a staged row: ch XOR row % 8, or, where
+        # a row's chunk count is no power of two (12: 96 columns, the three-warpgroup form),
+        # ch rotated by row % 8 -- conflict-free for 8 rows of one chunk either way
+        rotate = bool(chunks & (chunks - 1))
         for p in cutlass.range_constexpr(passes or self.tile_n // rows):
             # the pairs whose accumulator columns (rows of C) lie in [rows p, rows p + rows)
             for i in [i for i in range(pairs) if self.c_t_col_group(i) // (rows // 8) == p]:
                 r, c, v, q = self.c_t_word(acc, tCcC, i, scale)
                 row = c + odd - rows * p  # row of C inside the pass
                 col_b = (r - odd) * 2  # byte of the word inside the row
-                decode.st_shared_u32(stage + row * rb + ((((col_b >> 4) ^ (row & 7)) << 4) | (col_b & 15)),
-                                     decode.prmt(v, q, sel))
+                row_p = stage + row * rb
+                if cutlass.const_expr(rotate):
+                    slot = ((col_b >> 4) + (row & 7)) % chunks
+                else:
+                    slot = (col_b >> 4) ^ (row & 7)
+                decode.st_shared_u32(row_p + ((slot << 4) | (col_b & 15)), decode.prmt(v, q, sel))
             self.epi_barrier.arrive_and_wait()
             for k in cutlass.range_constexpr((rows * rb) // 16 // nt):
                 qd = ct + nt * k
                 row = qd // chunks
                 ch = qd % chunks
-                w = decode.ld_shared_v4_u32(stage + row * rb + ((ch ^ (row & 7)) << 4))
+                row_p = stage + row * rb
+                if cutlass.const_expr(rotate):
+                    slot = (ch + (row & 7)) % chunks
+                else:
+                    slot = ch ^ (row & 7)
+                w = decode.ld_shared_v4_u32(row_p + (slot << 4))
                 grow = m0 + rows * p + row
                 if grow < mg:
                     decode.st_global_v4_u32(c_g + (Int64(grow) * ng + n0 + ch * 8) * 2, w[0], w[1], w[2], w[3])

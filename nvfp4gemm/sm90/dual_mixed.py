@@ -38,6 +38,14 @@ thread:
   alone says so (exp. 85; its 64 KB partials go through the same workspace).  H100:
   256x3072x4096 whole 0.975x the 128 x 96 pairs it replaced, stream-K on 128 CTAs 0.966x of
   that; the dual rule picks it where its tiles fill about half to one wave (configs.py).
+  Three-warpgroup form (config tile (192, 128), mma_warpgroups 3, exp. 86): tiles of 96
+  columns of C x 128 A rows, each of three consumer warpgroups one interleaved m64 operand
+  as in the narrow form (512 threads; the consumers take 152 registers).  One m64 rep per
+  warpgroup and three warpgroups keep the tensor cores as busy per MAC as the (256, 128)
+  form (H100 fit: 0.73 vs 0.72 us per rep-k-block; the narrow form 0.87), at 3/4 of its
+  tile, so N = 3072 gives 32 tiles per 128 A rows instead of 24.  A 96-row tile can straddle
+  two 128-row scale atoms: each stage holds two per B.  H100: 512x3072x7168 0.880x the
+  (256, 128) stream-K kernel through custom_kernel (74.7 -> 65.8 us).
   Stream-K assumes every CTA of the grid is resident at once (one per SM, grid <= SMs),
   as persistent kernels do: a finisher spins on flags of CTAs that never wait themselves.
   Split-K pairs (config cluster_mn (2, 1), exp. 72): instead of stream-K, a grid of 2 x
@@ -51,11 +59,13 @@ H200, 2026-11-21 (notes/sm90.md exp. 65): 512x4096x7168 90.8 us against 99.5 for
 128x128 kernel and 82.0 for cuBLAS on pre-decoded fp16 operands (before the dependent
 launch); it loses where its 128 x 128 C tiles fill under 90% of a wave (configs.MIXED_MIN_WAVE).
 
-Constraints (can_implement): configs.check_shape (N % 64, K % 256), N % 128 == 0, L == 1,
+Constraints (can_implement): configs.check_shape (N % 64, K % 256), N a multiple of the
+tile's columns of C (128; narrow 64; three-warpgroup 96), L == 1,
 any M >= 1 (TMA zero-fills A16 rows past M, C rows past M are not stored); split-K pairs
 also K >= 512 (a k-block per rank).  Needs an
-M x K fp16 workspace (`a16_workspace`) and, with split_k, 128 KB of fp32 per CTA plus a
-flag per CTA (`stream_k_workspace`).
+M x K fp16 workspace (`a16_workspace`) and, with split_k, 128 KB of fp32 per CTA (a partial
+is consumer threads x accumulators x 4: 128, 64 or 96 KB) plus a flag per CTA
+(`stream_k_workspace`).
 """
 
 from __future__ import annotations
@@ -96,10 +106,21 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
         # narrow form (exp. 76): each consumer warpgroup's m64 register operand holds rows b of
         # B1 (warp slab rows 0-7) and the same rows of B2 (rows 8-15), b = 32 wg + 8 warp + lane / 4,
         # so a thread's x1 and x2 of one column of C share its accumulator rows r0, r0 + 8
-        self.interleaved = self.n_per_tile == 64
+        self.interleaved = self.m_reps == 1
+        # 128-row scale atoms per B per stage: a 96-row tile (three-warpgroup form, exp. 86)
+        # can straddle two
+        self.sf_atoms_b = configs.mixed_dual_sf_atoms(self.tile_m)
+        if self.num_mma_wg == 3:
+            # 512 threads launch with 128 registers each; the producer gives back to 40, so
+            # the consumers can take 152 (128 x 40 + 384 x 152 <= 65536); the interleaved
+            # consumer compiles without spills or wgmma serialization down to 136 (exp. 86)
+            self.mma_regs = 152
         # stream-K: the producer warpgroup's idle warp 1 releases this CTA's partial flag
         # (Sm90MixedCommon.write_partial), so the consumers never wait for their stores
         self.flag_warp = bool(config.split_k) and not self.cluster_pairs
+
+    def sf_stage_bytes(self) -> int:
+        return 2 * self.sf_atoms_b * SF_STAGE_BYTES  # B1's atoms, then B2's
 
     @staticmethod
     def check_config(config: KernelConfig) -> None:
@@ -131,15 +152,16 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
         # rep 1; the narrow form's r0 + 8 rows)
         self.b_half_layout = cute.tile_to_shape(u8_atom, (self.n_per_tile, K_BLOCK // 2, 2 * self.ab_stages),
                                                 order=(0, 1, 2))
-        # (128 words, 4 sub-blocks, 2 x stages) scale words: atom 2s B1's, 2s + 1 B2's
-        self.sf_layout = cute.make_layout((128, K_BLOCK // 64, 2 * self.ab_stages),
+        # (128 words, 4 sub-blocks, 2 x atoms x stages) scale words: atoms 2 a s .. 2 a s + a - 1
+        # B1's, the next a B2's (a = sf_atoms_b)
+        self.sf_layout = cute.make_layout((128, K_BLOCK // 64, 2 * self.sf_atoms_b * self.ab_stages),
                                           stride=(1, 128, 128 * (K_BLOCK // 64)))
         f16_atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, cutlass.Float16)
         # (tile_n, 64, a16_stages) A16 sub-blocks, the wgmma's shared-memory operand
         self.a16_layout = cute.tile_to_shape(f16_atom, (self.tile_n, SUB_K, self.a16_stages), order=(0, 1, 2))
 
     def _make_storage(self):
-        self.tx_bytes = self.a_stage_bytes + 2 * SF_STAGE_BYTES  # packed B1 + B2 rows and scales
+        self.tx_bytes = self.a_stage_bytes + self.sf_stage_bytes()  # packed B1 + B2 rows and scales
         self.tx_a16 = self.a16_stage_bytes
 
         def buf(dtype, n):
@@ -343,10 +365,21 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
                 si = bst.index
                 cute.copy(tma_b1, tB1g[(None, nb, kb)], tB1s[(None, 2 * si)], tma_bar_ptr=bar)
                 cute.copy(tma_b2, tB2g[(None, nb, kb)], tB2s[(None, 2 * si + 1)], tma_bar_ptr=bar)
-                # the 128-row scale atoms holding the tile's B rows (a narrow tile is half of one)
-                atom = (nb // (128 // self.n_per_tile)) * k_blocks + kb
-                cute.copy(tma_sfb1, tSF1g[(None, 0, atom)], tSF1s[(None, 2 * si)], tma_bar_ptr=bar)
-                cute.copy(tma_sfb2, tSF2g[(None, 0, atom)], tSF2s[(None, 2 * si + 1)], tma_bar_ptr=bar)
+                if cutlass.const_expr(self.sf_atoms_b == 1):
+                    # the 128-row scale atom holding the tile's B rows (a narrow tile is half of one)
+                    atom = (nb // (128 // self.n_per_tile)) * k_blocks + kb
+                    cute.copy(tma_sfb1, tSF1g[(None, 0, atom)], tSF1s[(None, 2 * si)], tma_bar_ptr=bar)
+                    cute.copy(tma_sfb2, tSF2g[(None, 0, atom)], tSF2s[(None, 2 * si + 1)], tma_bar_ptr=bar)
+                else:
+                    # 96 rows straddle at most two atoms: the first row's and the next (clamped
+                    # to the last atom of B, whose rows are then unused)
+                    a0 = (nb * self.n_per_tile) // 128
+                    a1 = cutlass.min(a0 + 1, (tiles_n * self.n_per_tile + 127) // 128 - 1)
+                    for i, ai in enumerate((a0, a1)):
+                        cute.copy(tma_sfb1, tSF1g[(None, 0, ai * k_blocks + kb)], tSF1s[(None, 4 * si + i)],
+                                  tma_bar_ptr=bar)
+                        cute.copy(tma_sfb2, tSF2g[(None, 0, ai * k_blocks + kb)], tSF2s[(None, 4 * si + 2 + i)],
+                                  tma_bar_ptr=bar)
                 b_pipe.producer_commit(bst)
                 bst.advance()
                 cute.arch.griddepcontrol_wait()  # the pre-pass's A16 (a no-op once it has completed)
@@ -373,8 +406,14 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
             mb, nb, _lb = scheduler.linear_to_mnl(tile, tiles_m, tiles_n, self.raster_m)
             acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-            # narrow form: this thread's row in the 128-row scale atoms (odd tiles: + 64)
-            sf_r0 = self.b_row(ct) + (nb % 2) * 64 if self.interleaved else None
+            # interleaved forms: this thread's B row counted from the first scale atom the
+            # stage holds (narrow: odd tiles + 64; three-warpgroup: + (96 nb) % 128)
+            sf_r0 = None
+            if cutlass.const_expr(self.interleaved):
+                if cutlass.const_expr(self.sf_atoms_b == 1):
+                    sf_r0 = self.b_row(ct) + (nb % 2) * 64
+                else:
+                    sf_r0 = self.b_row(ct) + (nb * self.n_per_tile) % 128
             bread, aread, afree = self.mainloop_mixed(b_pipe, a_pipe, bread, aread, afree, kb0, kb1, tiled_mma,
                                                       acc, ra, tCrB, b_p, sf_p, sf_r0)
             finish = Int32(1)
@@ -395,18 +434,25 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
     # ------------------------------------------------------------------ narrow form (exp. 76)
     @staticmethod
     def b_row(ct):
-        """Narrow form: the B1 / B2 row (0..63 of the tile) of consumer thread ct's register rows."""
+        """Interleaved forms: the B1 / B2 row (0 .. n_per_tile - 1 of the tile) of consumer
+        thread ct's register rows."""
         return 32 * (ct // 128) + 8 * ((ct % 128) // 32) + (ct % 32) // 4
 
     @cute.jit
     def decode_b_interleaved(self, ra, b_src, sf, j: cutlass.Constexpr, sf_row):
-        """Narrow form: sub-block j of the packed stage (B1 rows 0..63, B2 rows 64..127) into
-        the thread's register rows r0 <- B1 row b, r0 + 8 <- B2 row b (`Sm90Common._decode_a_pairs`
-        with those stage rows), scale words from row sf_row of the B1 and B2 atoms."""
+        """Interleaved forms: sub-block j of the packed stage (B1 rows 0 .. n_per_tile - 1, B2
+        rows n_per_tile ..) into the thread's register rows r0 <- B1 row b, r0 + 8 <- B2 row b
+        (`Sm90Common._decode_a_pairs` with those stage rows), scale words from row sf_row of
+        the stage's B1 atoms and of its B2 atoms."""
         b = self.b_row(cute.arch.thread_idx()[0] - 128)
-        sw1 = decode.ld_shared_u32(sf + (j * 128 + (sf_row % 32) * 4 + sf_row // 32) * 4)
-        sw2 = decode.ld_shared_u32(sf + SF_STAGE_BYTES + (j * 128 + (sf_row % 32) * 4 + sf_row // 32) * 4)
-        self._decode_a_pairs(ra.frag32[j % 2], 0, b_src, b, 64 + b, sw1, sw2, ra, j)
+        if cutlass.const_expr(self.sf_atoms_b == 1):
+            sw1 = decode.ld_shared_u32(sf + (j * 128 + (sf_row % 32) * 4 + sf_row // 32) * 4)
+            sw2 = decode.ld_shared_u32(sf + SF_STAGE_BYTES + (j * 128 + (sf_row % 32) * 4 + sf_row // 32) * 4)
+        else:
+            ofs = (sf_row // 128) * SF_STAGE_BYTES + (j * 128 + (sf_row % 32) * 4 + (sf_row % 128) // 32) * 4
+            sw1 = decode.ld_shared_u32(sf + ofs)
+            sw2 = decode.ld_shared_u32(sf + 2 * SF_STAGE_BYTES + ofs)
+        self._decode_a_pairs(ra.frag32[j % 2], 0, b_src, b, self.n_per_tile + b, sw1, sw2, ra, j)
 
     def c_t_col_group(self, i: int) -> int:
         if not self.interleaved:
