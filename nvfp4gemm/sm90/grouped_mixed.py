@@ -312,14 +312,11 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                 finish = Int32(0)
             elif ns > 1:
                 finish = self.stream_k_handoff(acc, ws_ptr.toint(), flags_ptr.toint(), cta, s, ns, a16_p, ct)
-            if finish != 0:
-                g = segs[(i, 0)]
-                if cutlass.const_expr(self.c_stage_bytes > 0):
+            if cutlass.const_expr(not self.cluster_pairs):  # (a pair rank stored its rows above)
+                if finish != 0:
+                    g = segs[(i, 0)]
                     self.store_c_t_staged(acc, tCcC, meta[(g, 2)], segs[(i, 1)] * self.tile_m, segs[(i, 2)],
                                           Int32(meta[(g, 5)]), Int32(meta[(g, 6)]), ct, c_stage)
-                else:  # the split-K pairs (never reached: each rank stores its rows above)
-                    self.store_c_t(acc, tCcC, meta[(g, 2)], segs[(i, 1)] * self.tile_m, segs[(i, 2)],
-                                   Int32(meta[(g, 5)]), Int32(meta[(g, 6)]), ct)
 
 
 # ---------------------------------------------------------------------- host helpers
