@@ -205,6 +205,14 @@ def _run_config(data, problem, cfg, shape):
     assert ok, msg
 
 
+def _run_dual_twice(cfg, shape, seed):
+    """A valid explicit dual config, run twice on one input (cached workspaces reused)."""
+    assert not configs.check_config(cfg), configs.check_config(cfg)
+    data = R.generate_input(*shape, seed, device="cuda", poison_padding=True)
+    for _ in range(2):
+        _run_config(data, "dual", cfg, shape)
+
+
 _sm90_only = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                                 reason="explicit sm_90a configs need a capability (9, 0) GPU")
 
@@ -401,11 +409,7 @@ def test_dual_mixed_narrow(shape):
     B1 and B2 rows interleaved in each consumer warpgroup's m64 register operand): even and
     odd tiles read the two halves of a 128-row scale atom.  Poisoned C and scale padding,
     twice."""
-    cfg = configs.sm90_dual_mixed_narrow()
-    assert not configs.check_config(cfg), configs.check_config(cfg)
-    data = R.generate_input(*shape, 37, device="cuda", poison_padding=True)
-    for _ in range(2):
-        _run_config(data, "dual", cfg, shape)
+    _run_dual_twice(configs.sm90_dual_mixed_narrow(), shape, 37)
 
 
 @_sm90_only
@@ -420,11 +424,7 @@ def test_dual_mixed_pairs(shape):
     """The mixed-input dual kernel as split-K pairs (cluster (2, 1)): each rank of a tile's
     2-CTA cluster runs half the k-blocks, sends the peer's C rows through distributed shared
     memory and stores its own 64 rows.  Poisoned C and scale padding, twice."""
-    cfg = configs.sm90_dual_mixed_pairs()
-    assert not configs.check_config(cfg), configs.check_config(cfg)
-    data = R.generate_input(*shape, 29, device="cuda", poison_padding=True)
-    for _ in range(2):
-        _run_config(data, "dual", cfg, shape)
+    _run_dual_twice(configs.sm90_dual_mixed_pairs(), shape, 29)
 
 
 @_sm90_only
@@ -528,11 +528,7 @@ def test_dual_mixed_wg3(shape):
     columns of C, B1 / B2 rows interleaved as in the narrow form): a tile's rows straddle
     two 128-row scale atoms at offsets 0, 96, 64, 32; C rows of 192 bytes staged with
     rotated chunks.  Poisoned C and scale padding, twice."""
-    cfg = configs.sm90_dual_mixed_wg3()
-    assert not configs.check_config(cfg), configs.check_config(cfg)
-    data = R.generate_input(*shape, 43, device="cuda", poison_padding=True)
-    for _ in range(2):
-        _run_config(data, "dual", cfg, shape)
+    _run_dual_twice(configs.sm90_dual_mixed_wg3(), shape, 43)
 
 
 @_sm90_only

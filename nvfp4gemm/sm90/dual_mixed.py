@@ -101,9 +101,10 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
         # (`pair_exchange`) instead of a stream-K partial through global memory
         self.cluster_pairs = config.cluster_mn == (2, 1)
         # columns of C per tile: tile_m / 2 rows of B1 on the same rows of B2 (128; 64 in the
-        # narrow form, tile (128, 128))
+        # narrow form, tile (128, 128); 96 with three warpgroups, tile (192, 128))
         self.n_per_tile = self.tile_m // 2
-        # narrow form (exp. 76): each consumer warpgroup's m64 register operand holds rows b of
+        # narrow and three-warpgroup forms (exps. 76, 86; one m64 rep per consumer warpgroup):
+        # each warpgroup's m64 register operand holds rows b of
         # B1 (warp slab rows 0-7) and the same rows of B2 (rows 8-15), b = 32 wg + 8 warp + lane / 4,
         # so a thread's x1 and x2 of one column of C share its accumulator rows r0, r0 + 8
         self.interleaved = self.m_reps == 1
@@ -431,7 +432,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
                 self.store_c_t_staged(acc, tCcC, c_ptr.toint(), nb * self.n_per_tile, mb * self.tile_n, m, n, ct, c_stage)
             tile_dp, u, tile, kb0, kb1, s, ns, valid = self.walk_next(walk, tile_dp, u, end, kb0, kb1, k_blocks)
 
-    # ------------------------------------------------------------------ narrow form (exp. 76)
+    # ------------------------------------------------------------------ interleaved forms (narrow exp. 76, three warpgroups exp. 86)
     @staticmethod
     def b_row(ct):
         """Interleaved forms: the B1 / B2 row (0 .. n_per_tile - 1 of the tile) of consumer
