@@ -255,7 +255,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
             errs.append("a_prepass (mixed-input dual kernel) needs problem dual, tile (256, 128), swap_ab, "
                         "ab_stages 2, cluster (1, 1) or (2, 1) (split-K pairs); or the narrow form: tile "
                         "(128, 128), two consumer warpgroups, no cluster (whole tiles or stream-K); or the "
-                        "three-warpgroup form: tile (192, 128), three consumer warpgroups, no cluster")
+                        "three-warpgroup form: tile (192, 128), three consumer warpgroups, cluster (1, 1) or "
+                        "(2, 1)")
         if cfg.cta_group != 1:
             errs.append("sm_90a has no 2-CTA MMA: cta_group must be 1")
         if not cfg.rs_a or cfg.dec_stages not in (2, 3):
@@ -283,8 +284,9 @@ def _mixed_narrow_ok(cfg: KernelConfig) -> bool:
     whose rows interleave 32 rows of B1 with the same rows of B2 (rows r and r + 8 of each
     16-row warp slab) x 128 A rows.  Narrow (exp. 76): two warpgroups, 64 columns of C per
     tile; three-warpgroup (exp. 86): 96 columns."""
-    return (cfg.problem == "dual" and (tuple(cfg.mma_tile_mn), cfg.mma_warpgroups) in (((128, 128), 2), ((192, 128), 3))
-            and cfg.swap_ab and cfg.ab_stages >= 2 and cfg.cluster_mn == (1, 1))
+    form = (tuple(cfg.mma_tile_mn), cfg.mma_warpgroups)
+    return (cfg.problem == "dual" and form in (((128, 128), 2), ((192, 128), 3)) and cfg.swap_ab and cfg.ab_stages >= 2
+            and (cfg.cluster_mn == (1, 1) or (form == ((192, 128), 3) and cfg.cluster_mn == (2, 1))))
 
 
 def check_shape(problem: str, shape, arch: str | None = None) -> list[str]:
@@ -684,6 +686,13 @@ def sm90_dual_mixed_wg3(shape=None) -> KernelConfig:
     return cfg if shape is None else _with_stream_k(cfg, shape)
 
 
+def sm90_dual_mixed_wg3_pairs() -> KernelConfig:
+    """The three-warpgroup form as split-K pairs (cluster (2, 1): one 96-column tile per
+    2-CTA cluster, each rank half the k-blocks, reduce-scatter through distributed shared
+    memory, `Sm90MixedCommon.pair_exchange`)."""
+    return replace(sm90_dual_mixed_wg3(), cluster_mn=(2, 1), split_k=True)
+
+
 def sm90_dual_mixed_pairs() -> KernelConfig:
     """The mixed-input dual kernel as split-K pairs (cluster (2, 1), dual_mixed.py
     `pair_exchange`)."""
@@ -737,6 +746,11 @@ MIXED_NARROW_LOW_MIN_K = 4096
 # and K 256-512: 300x3072x256, 1024x1536x256, 1536x3072x512, 2048x1536x256, 384x6144x512);
 # of the 7 kept, 1024x2304x7168 was a missed 0.988; the 3 stored-decode shapes under half a
 # wave (16-32 tiles) lost 1.08-1.22 before the fill bound was added (which they now fail).
+# Where two CTAs per three-warpgroup tile fill [MIXED_PAIRS_MIN_WAVE, 1] of the SMs it runs as
+# split-K pairs (exp. 87: a ~48 KB DSMEM exchange instead of a 96 KB partial written and read
+# back).  H100, new / the form's stream-K plan: fitted on 256x3072x4096 0.923, 256x3072x7168
+# 0.945, 96x6144x4096 0.933, 192x3072x5376 0.957, 128x6144x7168 0.958; checked on 448x1536x4096
+# 0.940, 512x1536x7168 0.951, 1024x768x5376 0.944, 200x3072x14336 0.973, 192x3072x7168 0.953.
 MIXED_WG3_MARGIN = 0.96
 # Cost model of the mixed-input dual forms (exp. 86): fixed + per (M x K) of the pre-pass + the
 # busiest CTA's k-blocks (plan makespan: whole waves + an epilogue each, or stream_k_makespan)
@@ -767,11 +781,15 @@ def _sm90_mixed_rule(shape) -> KernelConfig | None:
             or (cur is not None and cur.cluster_mn == (2, 1))):
         return cur
     wg3 = sm90_dual_mixed_wg3(shape)
+    fill = dual_tiles(wg3, shape) / SM_COUNT["sm_90a"]
     if cur is None:
         # no mixed form picked (the stored-decode kernels run it): from about half a wave of tiles
-        fill = dual_tiles(wg3, shape) / SM_COUNT["sm_90a"]
-        return wg3 if fill >= MIXED_NARROW_MIN_WAVE else None
-    return wg3 if mixed_dual_model_us(wg3, shape) < MIXED_WG3_MARGIN * mixed_dual_model_us(cur, shape) else cur
+        pick = wg3 if fill >= MIXED_NARROW_MIN_WAVE else None
+    else:
+        pick = wg3 if mixed_dual_model_us(wg3, shape) < MIXED_WG3_MARGIN * mixed_dual_model_us(cur, shape) else cur
+    if pick is wg3 and k >= 2 * K_BLOCK and MIXED_PAIRS_MIN_WAVE <= 2 * fill <= 1:
+        return sm90_dual_mixed_wg3_pairs()  # exp. 87
+    return pick
 
 
 def _sm90_mixed_rule_128(shape) -> KernelConfig | None:
@@ -1131,8 +1149,9 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # (exp. 24); the mixed-input split-K pairs tied it (H100, 2026-11-24, exp. 72); the narrow
     # form's 96 whole tiles 0.975 (exp. 76, pinned here then); the rule's narrow form
     # stream-K on 128 CTAs (the makespan model's pick), 0.958 of the whole tiles (exp. 85);
-    # now the three-warpgroup form stream-K (64 tiles of 96 columns on 128 CTAs): 0.977 of
-    # the narrow form through custom_kernel (H100, 2026-11-25, exp. 86).
+    # now the three-warpgroup form as split-K pairs (64 tiles of 96 columns, 64 clusters of 2
+    # CTAs): 0.907 of the narrow form through custom_kernel (H100, 2026-11-25, exps. 86-87;
+    # the same form stream-K 0.977).
     # 512x3072: the rule's mixed-input kernel, stream-K (96 tiles x 28 k-blocks in 132
     # ranges of 20-21): 80.6 us vs 83.2 for the 128x96 tiles pinned here before (128 tiles,
     # one wave; B in 16-code quarter tasks), H200, 2026-11-21, same run (exp. 66); now the

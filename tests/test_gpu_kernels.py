@@ -532,6 +532,21 @@ def test_dual_mixed_wg3(shape):
 
 
 @_sm90_only
+@pytest.mark.parametrize("shape", [
+    (256, 3072, 4096, 1),  # 64 tiles = 64 clusters of 2 CTAs, 8 k-blocks per rank
+    (1, 192, 512, 1),  # one A row, 2 tiles (straddled scale atoms), one k-block per rank
+    (200, 1152, 768, 1),  # ragged A rows (rank 1's C rows partly past M), 3 k-blocks: 1 + 2
+    (70, 576, 1536, 1),  # rank 1's C rows all past M; the last tile in the partial fifth atom
+    (1536, 576, 7168, 1),  # 72 tiles, 144 CTAs: more clusters than fit at once
+], ids=str)
+def test_dual_mixed_wg3_pairs(shape):
+    """The three-warpgroup form as split-K pairs (cluster (2, 1)): each rank runs half the
+    k-blocks of a 96-column tile and the pair reduce-scatters 48 KB each way (one m64 rep
+    per warpgroup: `_pass_index` with m_reps 1).  Poisoned C and scale padding, twice."""
+    _run_dual_twice(configs.sm90_dual_mixed_wg3_pairs(), shape, 53)
+
+
+@_sm90_only
 @pytest.mark.parametrize("shape,ctas,dp", [
     ((512, 3072, 7168, 1), 132, 0),  # 128 tiles x 28 k-blocks in 132 ranges: 2-segment tiles
     ((256, 3072, 4096, 1), 128, 0),  # 64 tiles x 16 k-blocks, 2 segments each

@@ -140,15 +140,18 @@ def test_dual_rule_narrow_form():
 def test_dual_rule_wg3_form():
     """Where the dual rule picks the three-warpgroup mixed form (exp. 86): N % 192 == 0 and
     the cost model puts it 4% under the form the earlier rules pick, or those pick no mixed
-    form and its tiles fill half a wave; not for short N and K, nor instead of the split-K pairs."""
+    form and its tiles fill half a wave; not for short N and K, nor instead of the split-K
+    pairs.  As split-K pairs itself where two CTAs per tile fill [0.7, 1] of the SMs (exp. 87)."""
     pick = lambda *s: configs.select_config("dual", "sm_90a", s + (1,))  # noqa: E731
     wg3 = lambda c: c.a_prepass and c.mma_tile_mn == (192, 128) and c.mma_warpgroups == 3  # noqa: E731
-    for shape, split in (((512, 3072, 7168), False), ((256, 3072, 4096), True),  # leaderboard; measured 0.89 / 0.98
-                         ((384, 3072, 7168), True), ((1024, 1152, 4096), True),  # over the (256, 128) form
-                         ((96, 6144, 4096), True),  # over the narrow form
-                         ((256, 4608, 7168), True), ((1536, 576, 7168), True)):  # where no mixed form was picked
+    kind = lambda c: "pairs" if c.cluster_mn == (2, 1) else "stream-K" if c.split_k else "whole"  # noqa: E731
+    for shape, form in (((512, 3072, 7168), "whole"), ((256, 3072, 4096), "pairs"),  # leaderboard: 0.89 / 0.91
+                        ((384, 3072, 7168), "stream-K"), ((1024, 1152, 4096), "stream-K"),  # over the (256, 128) form
+                        ((896, 1536, 4096), "whole"),
+                        ((96, 6144, 4096), "pairs"),  # over the narrow form; 64 tiles: split-K pairs (exp. 87)
+                        ((256, 4608, 7168), "stream-K"), ((1536, 576, 7168), "stream-K")):  # no mixed form before
         cfg = pick(*shape)
-        assert wg3(cfg) and cfg.split_k == split, (shape, cfg)
+        assert wg3(cfg) and kind(cfg) == form, (shape, cfg)
     for shape in ((512, 4096, 7168), (512, 2048, 4096),  # N % 192 != 0
                   (2048, 3072, 2048), (192, 9216, 4096),  # the model's margin: (256, 128) measured faster
                   (256, 1536, 7168), (128, 6144, 2048),  # the narrow form measured faster

@@ -44,11 +44,11 @@ def _cases():
     seen.setdefault(("group", replace(configs._sm90_swap_ab("group", 16), split_k=True)), ((8, 4096, 7168),) * 8)
     for shape in ((17, 4096, 7168, 1), (32, 4096, 7168, 1), (64, 4096, 7168, 1), (24, 14336, 4096, 1)):
         seen.setdefault(("dual", configs.select_config("dual", "sm_90a", shape)), shape)
-    # the narrow mixed form with whole tiles (the leaderboard's 256x3072x4096 runs it stream-K),
-    # and the stored-decode split-K cluster pairs the rule still picks for short K (128x128,
-    # 128x64), which no leaderboard shape runs since the narrow form took 1536x512x7168 and
-    # 512x768x7168 (exp. 85)
-    for shape in ((300, 2048, 2048, 1), (1536, 512, 2048, 1), (256, 1536, 2048, 1)):
+    # the narrow mixed form with whole tiles (1536x512x7168 runs it stream-K), the stored-decode
+    # split-K cluster pairs the rule still picks for short K (128x128, 128x64), which no
+    # leaderboard shape runs since the narrow form took 1536x512x7168 and 512x768x7168 (exp. 85),
+    # and the three-warpgroup form stream-K (the leaderboard's 256x3072x4096 runs it as pairs)
+    for shape in ((300, 2048, 2048, 1), (1536, 512, 2048, 1), (256, 1536, 2048, 1), (384, 3072, 7168, 1)):
         seen.setdefault(("dual", configs.select_config("dual", "sm_90a", shape)), shape)
     # the dual swap kernel with MMA N 16 (M <= 16 now runs the skinny kernel)
     seen.setdefault(("dual", configs.sm90_dual_swap_ab((16, 4096, 7168, 1))), (16, 4096, 7168, 1))

@@ -126,9 +126,10 @@ class Sm90MixedCommon(Sm90Common):
     def _pass_index(self, acc, i: int, p: int) -> int:
         """Accumulator index of value i (0 .. size / 2 - 1) of store pass p, i.e. of C rows
         [64 p, 64 p + 64) of the tile (`store_c_t_staged`): the accumulator is ((2, 2, 16),
-        2 reps, 1) (DualSiluPairs.c_t_pairs asserts it), column group j = 8 p .. 8 p + 7 of
-        each rep is flat indices 32 p .. 32 p + 31 of that rep's 64."""
-        rep = cute.size(acc) // 2
+        m_reps, 1) (2 reps: DualSiluPairs.c_t_pairs asserts it; 1 in the interleaved dual
+        forms), column group j = 8 p .. 8 p + 7 of each rep is flat indices 32 p .. 32 p + 31
+        of that rep's 64."""
+        rep = cute.size(acc) // self.m_reps
         half = rep // 2
         return (i // half) * rep + p * half + i % half
 
