@@ -45,7 +45,10 @@ thread:
   form (H100 fit: 0.73 vs 0.72 us per rep-k-block; the narrow form 0.87), at 3/4 of its
   tile, so N = 3072 gives 32 tiles per 128 A rows instead of 24.  A 96-row tile can straddle
   two 128-row scale atoms: each stage holds two per B.  H100: 512x3072x7168 0.880x the
-  (256, 128) stream-K kernel through custom_kernel (74.7 -> 65.8 us).
+  (256, 128) stream-K kernel through custom_kernel (74.7 -> 65.8 us).  It also runs as
+  split-K pairs (cluster (2, 1), exp. 87: 48 KB each way through distributed shared memory
+  instead of a 96 KB partial through global memory; 256x3072x4096 29.1 us, 0.93x its
+  stream-K plan).
   Stream-K assumes every CTA of the grid is resident at once (one per SM, grid <= SMs),
   as persistent kernels do: a finisher spins on flags of CTAs that never wait themselves.
   Split-K pairs (config cluster_mn (2, 1), exp. 72): instead of stream-K, a grid of 2 x
