@@ -642,8 +642,8 @@ def sm90_dual_mixed(shape=None) -> KernelConfig:
 
 def mixed_dual_stream_k_plan(cfg: KernelConfig, shape, sms: int) -> tuple[int, int]:
     """(ctas, dp_tiles) of the mixed-input dual kernel's stream-K plan for this tile and shape
-    on `sms` SMs: the narrow form decides whether to split by the makespan model alone (exp.
-    85), the (256, 128) form by its segment-cost test (`stream_k_plan`)."""
+    on `sms` SMs: the narrow and three-warpgroup forms decide whether to split by the makespan
+    model alone (exps. 85, 86), the (256, 128) form by its segment-cost test (`stream_k_plan`)."""
     return stream_k_plan(dual_tiles(cfg, shape), shape[2] // K_BLOCK, sms, cfg.mma_tile_mn[0] != 256)
 
 
