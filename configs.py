@@ -178,6 +178,12 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
     return cfg.ab_stages * packed + decoded + c + 1024
 
 
+def mixed_ragged_n(cfg: KernelConfig) -> bool:
+    """Whether the config's last tile over N may be partial: the three-warpgroup mixed dual
+    form (96 columns) takes any N % 64 == 0, its last tile 32 or 64 columns (exp. 88)."""
+    return cfg.a_prepass and cfg.problem == "dual" and tuple(cfg.mma_tile_mn) == (192, 128)
+
+
 def mixed_dual_sf_atoms(tm: int) -> int:
     """128-row scale atoms per B (B1, B2) per stage of the mixed-input dual kernel with
     register rows tm (tm / 2 columns of C): 2 where a tile's rows can straddle two atoms
@@ -330,8 +336,9 @@ def dual_tiles(cfg: KernelConfig, shape) -> int:
     tm, tn = cfg.mma_tile_mn
     if cfg.skinny:  # CTAs: tm rows of B1 / B2 each, all of M, one batch
         return (n // tm) * l
-    if cfg.swap_ab:  # tm register rows: tm / 2 of B1 on the same rows of B2
-        return (n // (tm // 2)) * -(-m // tn) * l
+    if cfg.swap_ab:  # tm register rows: tm / 2 of B1 on the same rows of B2 (a ragged last
+        # 32 / 64 columns in the three-warpgroup form, `mixed_ragged_n`)
+        return -(-n // (tm // 2)) * -(-m // tn) * l
     return -(-m // tm) * (n // tn) * l
 
 
@@ -343,7 +350,7 @@ def fits(cfg: KernelConfig, shape) -> bool:
         if cfg.skinny:
             return m <= tn and n % tm == 0
         if cfg.swap_ab:  # sm_90a: a tile covers tm / 2 columns of B1 and of B2 (128; 64 narrow); one batch
-            return n % (tm // 2) == 0 and l == 1
+            return n % (64 if mixed_ragged_n(cfg) else tm // 2) == 0 and l == 1
         # sm_90a: the last row of tiles may be partial (TMA bounds)
         return (cfg.arch == "sm_90a" or m % tm == 0) and n % tn == 0
     # grouped: M is ragged (bounded loads/stores); N must be whole tiles
@@ -730,11 +737,11 @@ MIXED_NARROW_LOW_WAVE = 0.24
 MIXED_NARROW_LOW_MIN_K = 4096
 
 
-# The three-warpgroup form (exp. 86: tiles of 96 columns of C, N % 192 == 0 with the 64-column
-# granularity of B) where the cost model below puts it more than 4% (MIXED_WG3_MARGIN) under
-# the form the rules above pick, or where they pick no mixed form and its tiles fill half a
-# wave (MIXED_NARROW_MIN_WAVE); not with the narrow form's short N and K, nor instead of the
-# split-K pairs (not modelled).  H100, 2026-11-25, one process, 3 rounds x 20, new / old:
+# The three-warpgroup form (exp. 86: tiles of 96 columns of C) where the cost model below puts
+# it more than 4% (MIXED_WG3_MARGIN) under the form the rules above pick -- any N % 64 == 0, a
+# last tile of 32 or 64 columns counted whole (exp. 88) -- or where they pick no mixed form,
+# N % 192 == 0 and its tiles fill half a wave (MIXED_NARROW_MIN_WAVE); not with the narrow
+# form's short N and K, nor instead of the split-K pairs (not modelled).  H100, 2026-11-25, one process, 3 rounds x 20, new / old:
 # fitted on 26 shapes (switches: 512x3072x7168 0.890, 384x3072x7168 0.935, 1024x1536x7168 0.905,
 # 768x1536x4096 0.899, 640x2304x4096 0.855, 1024x3072x4096 0.947, 512x6144x2048 0.905,
 # 3072x1536x1536 0.818, 256x3072x4096 0.976, 96x6144x4096 0.962; over the stored-decode
@@ -751,6 +758,11 @@ MIXED_NARROW_LOW_MIN_K = 4096
 # back).  H100, new / the form's stream-K plan: fitted on 256x3072x4096 0.923, 256x3072x7168
 # 0.945, 96x6144x4096 0.933, 192x3072x5376 0.957, 128x6144x7168 0.958; checked on 448x1536x4096
 # 0.940, 512x1536x7168 0.951, 1024x768x5376 0.944, 200x3072x14336 0.973, 192x3072x7168 0.953.
+# Exp. 88 (ragged N), H100, new / the exp. 87 rule, 12 shapes picked by the model before any was
+# timed: 640x7168x7168 0.748, 768x14336x4096 0.866, 1536x7168x2048 0.894, 1024x1280x4096
+# 0.905, 300x4096x7168 0.911, 384x2048x7168 (pairs) 0.912, 2048x1280x1024 0.919, 640x4096x1024
+# 0.922, 512x14336x4096 0.924, 768x1024x7168 (pairs) 0.931, 96x4096x14336 0.992, 128x7168x7168
+# 0.995; the leaderboard's N 4096 shapes keep their configs (0.997-0.999).
 MIXED_WG3_MARGIN = 0.96
 # Cost model of the mixed-input dual forms (exp. 86): fixed + per (M x K) of the pre-pass + the
 # busiest CTA's k-blocks (plan makespan: whole waves + an epilogue each, or stream_k_makespan)
@@ -777,8 +789,8 @@ def _sm90_mixed_rule(shape) -> KernelConfig | None:
     """The mixed-input config where the rules above pick it, else None."""
     cur = _sm90_mixed_rule_128(shape)
     m, n, k, l = shape
-    if (n % 192 or l != 1 or m <= 64 or n < MIXED_MIN_N or (n <= MIXED_NARROW_SHORT_N and k <= MIXED_NARROW_SHORT_K)
-            or (cur is not None and cur.cluster_mn == (2, 1))):
+    if (l != 1 or m <= 64 or n < MIXED_MIN_N or (n <= MIXED_NARROW_SHORT_N and k <= MIXED_NARROW_SHORT_K)
+            or (cur is not None and cur.cluster_mn == (2, 1)) or (cur is None and n % 192)):
         return cur
     wg3 = sm90_dual_mixed_wg3(shape)
     fill = dual_tiles(wg3, shape) / SM_COUNT["sm_90a"]

@@ -547,6 +547,27 @@ def test_dual_mixed_wg3_pairs(shape):
 
 
 @_sm90_only
+@pytest.mark.parametrize("form,shape", [
+    ("whole", (1, 128, 256, 1)),  # one A row; 2 tiles, the second 32 columns (its atom clamped)
+    ("whole", (200, 4096, 1024, 1)),  # last tile 64 columns, ragged A rows
+    ("whole", (100, 1088, 512, 1)),  # last tile 32 columns in the partial ninth atom
+    ("stream-K", (256, 4096, 7168, 1)),  # 86 tiles on the makespan plan's CTAs
+    ("pairs", (300, 2048, 4096, 1)),  # 66 tiles as 132 CTAs, last tile of each row 32 columns
+], ids=str)
+def test_dual_mixed_wg3_ragged_n(form, shape):
+    """The three-warpgroup form with N % 96 != 0 (exp. 88): TMA zero-fills B rows past N, the
+    scale atom past B's last is clamped, and C columns past N are not stored (such a store
+    would land in the next row of C, racing the tile that owns it).  Poisoned C and scale
+    padding, twice."""
+    from dataclasses import replace
+
+    cfg = {"whole": configs.sm90_dual_mixed_wg3(), "stream-K": replace(configs.sm90_dual_mixed_wg3(), split_k=True),
+           "pairs": configs.sm90_dual_mixed_wg3_pairs()}[form]
+    assert shape[1] % 96 and configs.fits(cfg, shape)
+    _run_dual_twice(cfg, shape, 59)
+
+
+@_sm90_only
 @pytest.mark.parametrize("shape,ctas,dp", [
     ((512, 3072, 7168, 1), 132, 0),  # 128 tiles x 28 k-blocks in 132 ranges: 2-segment tiles
     ((256, 3072, 4096, 1), 128, 0),  # 64 tiles x 16 k-blocks, 2 segments each

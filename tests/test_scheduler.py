@@ -124,7 +124,7 @@ def test_dual_rule_narrow_form():
     [0.48, 0.95) of the 132 SMs, not both N <= 1024 and K <= 2048, or [0.24, 0.48) with
     K >= 4096; stream-K as planned."""
     pick = lambda *s: configs.select_config("dual", "sm_90a", s + (1,))  # noqa: E731
-    for shape, split in (((256, 2048, 7168), True), ((384, 2048, 7168), True), ((300, 2048, 2048), False),
+    for shape, split in (((256, 2048, 7168), True), ((256, 2048, 4096), True), ((300, 2048, 2048), False),
                          ((1536, 512, 7168), True), ((256, 2048, 1024), False),
                          ((128, 3072, 7168), True), ((256, 1024, 7168), True)):  # under half a wave, K >= 4096
         cfg = pick(*shape)
@@ -138,10 +138,10 @@ def test_dual_rule_narrow_form():
 
 
 def test_dual_rule_wg3_form():
-    """Where the dual rule picks the three-warpgroup mixed form (exp. 86): N % 192 == 0 and
-    the cost model puts it 4% under the form the earlier rules pick, or those pick no mixed
-    form and its tiles fill half a wave; not for short N and K, nor instead of the split-K
-    pairs.  As split-K pairs itself where two CTAs per tile fill [0.7, 1] of the SMs (exp. 87)."""
+    """Where the dual rule picks the three-warpgroup mixed form (exp. 86): the cost model puts
+    it 4% under the form the earlier rules pick (any N % 64 == 0 since exp. 88), or those pick
+    no mixed form, N % 192 == 0 and its tiles fill half a wave; not for short N and K, nor
+    instead of the split-K pairs.  As split-K pairs itself where two CTAs per tile fill [0.7, 1] of the SMs (exp. 87)."""
     pick = lambda *s: configs.select_config("dual", "sm_90a", s + (1,))  # noqa: E731
     wg3 = lambda c: c.a_prepass and c.mma_tile_mn == (192, 128) and c.mma_warpgroups == 3  # noqa: E731
     kind = lambda c: "pairs" if c.cluster_mn == (2, 1) else "stream-K" if c.split_k else "whole"  # noqa: E731
@@ -149,10 +149,12 @@ def test_dual_rule_wg3_form():
                         ((384, 3072, 7168), "stream-K"), ((1024, 1152, 4096), "stream-K"),  # over the (256, 128) form
                         ((896, 1536, 4096), "whole"),
                         ((96, 6144, 4096), "pairs"),  # over the narrow form; 64 tiles: split-K pairs (exp. 87)
-                        ((256, 4608, 7168), "stream-K"), ((1536, 576, 7168), "stream-K")):  # no mixed form before
+                        ((256, 4608, 7168), "stream-K"), ((1536, 576, 7168), "stream-K"),  # no mixed form before
+                        # N % 96 != 0, a ragged last tile (exp. 88): over (256, 128) / narrow, as pairs
+                        ((640, 7168, 7168), "whole"), ((768, 14336, 4096), "whole"), ((384, 2048, 7168), "pairs")):
         cfg = pick(*shape)
         assert wg3(cfg) and kind(cfg) == form, (shape, cfg)
-    for shape in ((512, 4096, 7168), (512, 2048, 4096),  # N % 192 != 0
+    for shape in ((512, 4096, 7168), (256, 4096, 7168),  # N 4096: the (256, 128) form, its pairs
                   (2048, 3072, 2048), (192, 9216, 4096),  # the model's margin: (256, 128) measured faster
                   (256, 1536, 7168), (128, 6144, 2048),  # the narrow form measured faster
                   (128, 1536, 7168), (200, 1536, 2048),  # 16 / 32 tiles: the stored-decode kernels
@@ -178,7 +180,9 @@ def test_mixed_wg3_config_model():
     # 2 stages x (192 rows x 128 B + 4 atoms x 2 KB) + 8 A16 sub-blocks x 16 KB + 64 C rows x 192 B + 1 KB
     assert configs.sm90_smem_bytes(cfg) == 2 * (192 * 128 + 4 * 2048) + 8 * 16384 + 64 * 192 + 1024
     assert configs.sm90_acc_registers(cfg) == 64
-    assert not configs.fits(cfg, (512, 4096, 7168, 1)) and configs.fits(cfg, (512, 3072, 7168, 1))
+    # any N % 64 == 0 (exp. 88: the last tile over N 32 or 64 columns)
+    assert configs.fits(cfg, (512, 4096, 7168, 1)) and configs.fits(cfg, (512, 3072, 7168, 1))
+    assert configs.dual_tiles(cfg, (512, 4096, 7168, 1)) == 4 * 43 and not configs.fits(cfg, (512, 4064, 7168, 1))
     bad = dataclasses.replace(cfg, mma_warpgroups=2)
     assert configs.check_config(bad), "tile (192, 128) needs three consumer warpgroups"
 

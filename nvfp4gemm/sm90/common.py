@@ -665,11 +665,16 @@ class Sm90Common:
                     slot = ch ^ (row & 7)
                 w = decode.ld_shared_v4_u32(row_p + (slot << 4))
                 grow = m0 + rows * p + row
-                if grow < mg:
-                    decode.st_global_v4_u32(c_g + (Int64(grow) * ng + n0 + ch * 8) * 2, w[0], w[1], w[2], w[3])
+                if cutlass.const_expr(self.ragged_n):  # a last tile over N past N (columns of C)
+                    if grow < mg and n0 + ch * 8 < ng:
+                        decode.st_global_v4_u32(c_g + (Int64(grow) * ng + n0 + ch * 8) * 2, w[0], w[1], w[2], w[3])
+                else:
+                    if grow < mg:
+                        decode.st_global_v4_u32(c_g + (Int64(grow) * ng + n0 + ch * 8) * 2, w[0], w[1], w[2], w[3])
             self.epi_barrier.arrive_and_wait()  # the buffer is free for the next pass / tile
 
     c_t_silu = False  # DualSiluPairs: a stored pair is silu(x1) * x2 of two accumulator rows
+    ragged_n = False  # the three-warpgroup dual form: its last tile over N may pass N
 
     def c_t_col_group(self, i: int) -> int:
         """The 8-column group j of the accumulator (rows 8 j .. 8 j + 7 of C in the tile) that

@@ -114,6 +114,9 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
         # 128-row scale atoms per B per stage: a 96-row tile (three-warpgroup form, exp. 86)
         # can straddle two
         self.sf_atoms_b = configs.mixed_dual_sf_atoms(self.tile_m)
+        # three-warpgroup form (exp. 88): any N % 64 == 0, the last tile over N 32 or 64 of its
+        # 96 columns (TMA zero-fills B rows past N; C columns past N are not stored)
+        self.ragged_n = configs.mixed_ragged_n(config)
         if self.num_mma_wg == 3:
             # 512 threads launch with 128 registers each; the producer gives back to 40, so
             # the consumers can take 152 (128 x 40 + 384 x 152 <= 65536); the interleaved
@@ -139,7 +142,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
         Sm90DualMixedKernel.check_config(config)
         errs = check_shape("dual", (m, n, k, l), "sm_90a")
         npt = config.mma_tile_mn[0] // 2
-        if n % npt:
+        if n % npt and not configs.mixed_ragged_n(config):  # (three warpgroups: N % 64, exp. 88)
             errs.append(f"N={n} must be a multiple of {npt} (the mixed-input tile)")
         if l != 1:
             errs.append(f"L={l}: the mixed-input dual kernel runs one batch (L == 1)")
@@ -280,6 +283,8 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
         a_pipe = self._make_pipe(st.mbar16.data_ptr(), self.a16_stages, self.tx_a16, self.num_mma_threads)
         tiles_m = (m + self.tile_n - 1) // self.tile_n  # tiles over A rows (ragged: zero-filled)
         tiles_n = n // self.n_per_tile
+        if cutlass.const_expr(self.ragged_n):
+            tiles_n = (n + self.n_per_tile - 1) // self.n_per_tile
         k_blocks = k // K_BLOCK
         cute.arch.sync_threads()
         wg = cute.arch.make_warp_uniform(tidx // 128)
@@ -287,7 +292,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
             cute.arch.warpgroup_reg_dealloc(self.load_regs)
             if warp_idx == 0:
                 self.producer(st, b_pipe, a_pipe, tma_a16, mA16, tma_b1, mB1, tma_b2, mB2,
-                              tma_sfb1, mSFB1, tma_sfb2, mSFB2, tiles_m, tiles_n, k_blocks, dp_tiles)
+                              tma_sfb1, mSFB1, tma_sfb2, mSFB2, n, tiles_m, tiles_n, k_blocks, dp_tiles)
             if cutlass.const_expr(self.flag_warp):
                 if warp_idx == 1:
                     # a CTA writes a partial only in its first stream-K segment (scheduler.py):
@@ -338,7 +343,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
 
     @cute.jit
     def producer(self, st, b_pipe, a_pipe, tma_a16, mA16, tma_b1, mB1, tma_b2, mB2,
-                 tma_sfb1, mSFB1, tma_sfb2, mSFB2, tiles_m, tiles_n, k_blocks, dp_tiles):
+                 tma_sfb1, mSFB1, tma_sfb2, mSFB2, n, tiles_m, tiles_n, k_blocks, dp_tiles):
         """Per k-block of a segment: one packed-B stage (B1, B2 rows and their scale atoms),
         then its 4 A16 sub-blocks, each into its own stage."""
         # (128, 64, RestM, RestK64) fp16 sub-blocks of A16
@@ -378,7 +383,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
                     # 96 rows straddle at most two atoms: the first row's and the next (clamped
                     # to the last atom of B, whose rows are then unused)
                     a0 = (nb * self.n_per_tile) // 128
-                    a1 = cutlass.min(a0 + 1, (tiles_n * self.n_per_tile + 127) // 128 - 1)
+                    a1 = cutlass.min(a0 + 1, (n + 127) // 128 - 1)
                     for i, ai in enumerate((a0, a1)):
                         cute.copy(tma_sfb1, tSF1g[(None, 0, ai * k_blocks + kb)], tSF1s[(None, 4 * si + i)],
                                   tma_bar_ptr=bar)
