@@ -48,7 +48,9 @@ thread:
   (256, 128) stream-K kernel through custom_kernel (74.7 -> 65.8 us).  It also runs as
   split-K pairs (cluster (2, 1), exp. 87: 48 KB each way through distributed shared memory
   instead of a 96 KB partial through global memory; 256x3072x4096 29.1 us, 0.93x its
-  stream-K plan).
+  stream-K plan).  Any N % 64 == 0 (exp. 88): the last tile over N holds 32 or 64 columns
+  (TMA zero-fills the B rows past N, its second scale atom is clamped to B's last, C columns
+  past N are not stored), so the cost model weighs it for every N.
   Stream-K assumes every CTA of the grid is resident at once (one per SM, grid <= SMs),
   as persistent kernels do: a finisher spins on flags of CTAs that never wait themselves.
   Split-K pairs (config cluster_mn (2, 1), exp. 72): instead of stream-K, a grid of 2 x
@@ -63,7 +65,8 @@ H200, 2026-11-21 (notes/sm90.md exp. 65): 512x4096x7168 90.8 us against 99.5 for
 launch); it loses where its 128 x 128 C tiles fill under 90% of a wave (configs.MIXED_MIN_WAVE).
 
 Constraints (can_implement): configs.check_shape (N % 64, K % 256), N a multiple of the
-tile's columns of C (128; narrow 64; three-warpgroup 96), L == 1,
+tile's columns of C (128; narrow 64; the three-warpgroup form's last tile may hold 32 or 64
+of its 96, exp. 88), L == 1,
 any M >= 1 (TMA zero-fills A16 rows past M, C rows past M are not stored); split-K pairs
 also K >= 512 (a k-block per rank).  Needs an
 M x K fp16 workspace (`a16_workspace`) and, with split_k, 128 KB of fp32 per CTA (a partial
