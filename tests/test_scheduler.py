@@ -170,6 +170,25 @@ def test_dual_rule_wg3_form():
         configs.sm90_dual_mixed(s), s)
 
 
+# Measured (H100, 2026-11-25, exps. 86 and 88; one process, medians of 3 rounds): us of the
+# (256, 128) form ("W") and of the three-warpgroup form ("3"), each with its own plan, where
+# one was at least 5% faster
+_MEASURED_W_VS_WG3 = [((512, 3072, 7168), 75.5, 67.2), ((640, 2304, 4096), 49.6, 42.4),
+                      ((640, 7168, 7168), 239.5, 179.3), ((768, 14336, 4096), 279.3, 241.9),
+                      ((3072, 1536, 1536), 64.0, 52.4), ((1280, 3072, 2048), 56.8, 63.0),
+                      ((2560, 1536, 2048), 58.3, 64.8), ((4096, 1536, 1024), 48.4, 50.9)]
+
+
+@pytest.mark.parametrize("shape,us_w,us_3", _MEASURED_W_VS_WG3, ids=str)
+def test_mixed_model_ranks_measured(shape, us_w, us_3):
+    """configs.mixed_dual_model_us ranks the (256, 128) and three-warpgroup forms as measured
+    where they differed by 5% or more (the rule's choice between them rests on it)."""
+    s = shape + (1,)
+    model_w = configs.mixed_dual_model_us(configs.sm90_dual_mixed(s), s)
+    model_3 = configs.mixed_dual_model_us(configs.sm90_dual_mixed_wg3(s), s)
+    assert (model_3 < model_w) == (us_3 < us_w), (model_w, model_3)
+
+
 def test_mixed_wg3_config_model():
     """The three-warpgroup config: valid, 96 columns of C per tile, two scale atoms per B per
     stage in the shared-memory model, 64 accumulator registers per consumer thread."""
