@@ -685,8 +685,9 @@ def sm90_dual_mixed_narrow(shape=None, ab_stages: int = 2) -> KernelConfig:
 def sm90_dual_mixed_wg3(shape=None) -> KernelConfig:
     """The mixed-input dual kernel with three consumer warpgroups (exp. 86): tiles of 96
     columns of C (96 rows of B1 on the same rows of B2, interleaved as in the narrow form,
-    one m64 register operand per warpgroup) x 128 A rows; N a multiple of 96.  With a
-    shape: split_k where the makespan model splits it on 132 SMs."""
+    one m64 register operand per warpgroup) x 128 A rows; any N % 64 == 0, the last tile
+    over N 32 or 64 columns (exp. 88).  With a shape: split_k where the makespan model splits
+    it on 132 SMs."""
     # (epi_tile_mn is not used by the mixed-input kernels: store_c_t_staged; it must divide the tile)
     cfg = KernelConfig("dual", "sm_90a", (192, 128), mma_warpgroups=3, epi_tile_mn=(64, 32),
                        rs_a=True, swap_ab=True, a_prepass=True, ab_stages=2)

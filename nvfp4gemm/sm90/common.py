@@ -637,10 +637,6 @@ class Sm90Common:
         odd, sel = self.c_t_lane(ct)
         nt = self.num_mma_threads
         chunks = rb // 16
-        # physical 16-byte chunk of logical chunk ch in a staged row: ch XOR row % 8, or, where
-        # a row's chunk count is no power of two (12: 96 columns, the three-warpgroup form),
-        # ch rotated by row % 8 -- conflict-free for 8 rows of one chunk either way
-        rotate = bool(chunks & (chunks - 1))
         for p in cutlass.range_constexpr(passes or self.tile_n // rows):
             # the pairs whose accumulator columns (rows of C) lie in [rows p, rows p + rows)
             for i in [i for i in range(pairs) if self.c_t_col_group(i) // (rows // 8) == p]:
@@ -648,22 +644,14 @@ class Sm90Common:
                 row = c + odd - rows * p  # row of C inside the pass
                 col_b = (r - odd) * 2  # byte of the word inside the row
                 row_p = stage + row * rb
-                if cutlass.const_expr(rotate):
-                    slot = ((col_b >> 4) + (row & 7)) % chunks
-                else:
-                    slot = (col_b >> 4) ^ (row & 7)
+                slot = self._staged_chunk(col_b >> 4, row, chunks)
                 decode.st_shared_u32(row_p + ((slot << 4) | (col_b & 15)), decode.prmt(v, q, sel))
             self.epi_barrier.arrive_and_wait()
             for k in cutlass.range_constexpr((rows * rb) // 16 // nt):
                 qd = ct + nt * k
                 row = qd // chunks
                 ch = qd % chunks
-                row_p = stage + row * rb
-                if cutlass.const_expr(rotate):
-                    slot = (ch + (row & 7)) % chunks
-                else:
-                    slot = ch ^ (row & 7)
-                w = decode.ld_shared_v4_u32(row_p + (slot << 4))
+                w = decode.ld_shared_v4_u32(stage + row * rb + (self._staged_chunk(ch, row, chunks) << 4))
                 grow = m0 + rows * p + row
                 if cutlass.const_expr(self.ragged_n):  # a last tile over N past N (columns of C)
                     if grow < mg and n0 + ch * 8 < ng:
@@ -672,6 +660,16 @@ class Sm90Common:
                     if grow < mg:
                         decode.st_global_v4_u32(c_g + (Int64(grow) * ng + n0 + ch * 8) * 2, w[0], w[1], w[2], w[3])
             self.epi_barrier.arrive_and_wait()  # the buffer is free for the next pass / tile
+
+    @staticmethod
+    def _staged_chunk(ch, row, chunks: int):
+        """Physical 16-byte chunk of logical chunk ch in row `row` of `store_c_t_staged`'s
+        buffer: ch XOR row % 8, or, where a row's chunk count is no power of two (12: 96
+        columns, the three-warpgroup form), ch rotated by row % 8 -- either way an
+        instruction's 8 rows of one chunk hit 32 distinct banks."""
+        if chunks & (chunks - 1):
+            return (ch + (row & 7)) % chunks
+        return ch ^ (row & 7)
 
     c_t_silu = False  # DualSiluPairs: a stored pair is silu(x1) * x2 of two accumulator rows
     ragged_n = False  # the three-warpgroup dual form: its last tile over N may pass N
