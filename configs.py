@@ -251,10 +251,11 @@ def check_config(cfg: KernelConfig) -> list[str]:
             errs.append("skinny takes no swap_ab, split_k or cluster")
     else:
         if cfg.a_prepass and cfg.problem == "group" and cfg not in (sm90_group_mixed(), sm90_group_mixed(True),
-                                                                     sm90_group_mixed(tile=(128, 128))):
+                                                                     sm90_group_mixed(tile=(128, 128)),
+                                                                     sm90_group_mixed(tile=(256, 64))):
             errs.append("a_prepass (mixed-input grouped kernel) needs tile (256, 128), swap_ab, ab_stages 2, "
-                        "split_k, cluster (1, 1) (stream-K segments) or (2, 1) (split-K pairs); or tile (128, 128), "
-                        "stream-K")
+                        "split_k, cluster (1, 1) (stream-K segments) or (2, 1) (split-K pairs); or tile (128, 128) "
+                        "or (256, 64), stream-K")
         if cfg.a_prepass and cfg.problem == "dual" and (
                 (tm, tn) != (256, 128) or not cfg.swap_ab or cfg.ab_stages != 2
                 or cfg.cluster_mn not in ((1, 1), (2, 1))) and not _mixed_narrow_ok(cfg):
@@ -828,7 +829,8 @@ def sm90_group_mixed(pairs: bool = False, tile=(256, 128)) -> KernelConfig:
     """sm_90a grouped GEMM in the mixed-input form (nvfp4gemm/sm90/grouped_mixed.py, exps. 69
     and 78): every group's A decoded once to fp16 by a pre-pass, B_g decoded into wgmma
     registers.  Tile: tile[0] rows of B_g (the register operand: 256, or 128 as in exp. 80) x
-    128 rows of A_g; stream-K segments made on the host (`mixed_group_plan`), or with `pairs`
+    tile[1] rows of A_g (128, or 64 for M_g <= 64, exp. 90: one m64 x n64 wgmma width, each
+    group's A16 rows padded to 64); stream-K segments made on the host (`mixed_group_plan`), or with `pairs`
     (256-row tiles only) one tile per 2-CTA cluster, each rank half its k-blocks (cluster
     (2, 1), exp. 79)."""
     return KernelConfig("group", "sm_90a", tuple(tile), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
@@ -851,6 +853,20 @@ def sm90_group_mixed(pairs: bool = False, tile=(256, 128)) -> KernelConfig:
 # 0.973, N4096 K14336 0.984, g8 M128 N4096 K7168 0.982, g4 M64-256 N7168 K2048 0.992) and lost
 # 9% on g8 M200-300 N4096 K7168 (1.088, 246 vs 226 us, cause not found), 5-6% with N 2048.
 MIXED_GROUP_MIN_N = 4096
+
+
+# Every M_g <= 64 and some > 32 (MoE decode), where the cost ranking picks the swap_ab tile
+# (MMA N 64): the grouped mixed-input kernel with 64-row A tiles instead, nothing decoded
+# stored (exp. 90; H100, 2026-11-25, explicit configs, one process, 3 alternating rounds,
+# mixed / swap 256 x 64): fitted on 5 shapes, g8 M64 / M17-64 N4096 K7168 0.956 / 0.961, g8 M48
+# N7168 K2048 0.891, g4 M64 N7168 K7168 0.940, g16 M17-64 N2048 K4096 1.000; then 6 shapes
+# not used to fit it, 0.866-0.985 (geomean 0.944): g8 M33-64 N7168 K4096 0.866, g8 M48
+# N2048 K7168 0.985, g6 M20-64 N5120 K3072 0.942, g8 M40 N4096 K1024 0.984, g2 M64 N14336
+# K4096 0.944, g16 M33-64 N4096 K7168 0.950.  Outside it: every M_g <= 32 (the swap kernel's
+# MMA N 32) 1.031 / 1.032; the ranking's non-swap pick on g4 M40-64 N4096 K2048 1.020 (kept).
+# N_g < 2048 and K_g < 1024 were not measured, so they stay on the swap kernel.
+MIXED64_MIN_N = 2048
+MIXED64_MIN_K = 1024
 
 
 def _sm90_group_mixed_rule(shape) -> KernelConfig | None:
@@ -1067,9 +1083,13 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         if mixed is not None:
             return mixed
         if best.swap_ab:
+            max_m = max(m for m, _, _ in shape)
+            mma_n = swap_mma_n(max_m)
+            if 32 < max_m <= 64 and all(n >= MIXED64_MIN_N and k >= MIXED64_MIN_K for _, n, k in shape):
+                return sm90_group_mixed(tile=(256, 64))
             # every group's M fits 16 / 32 rows: narrow the MMA N side (same tile count, so
             # the cost ranking holds; H200: g8 x M 8, N 4096, K 7168 81.0 -> 66.9 us, exp. 41)
-            best = _sm90_swap_ab(problem, swap_mma_n(max(m for m, _, _ in shape)))
+            best = _sm90_swap_ab(problem, mma_n)
         return replace(best, split_k=True)
     cfg = KernelConfig(problem, arch, (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
                        split_k=True)

@@ -154,6 +154,18 @@ def test_grouped_swap_ab_poisoned_padding_and_tiny_m():
     _run(R.generate_input(ms, ns, ks, len(shape), 9, device="cuda", poison_padding=True), "group")
 
 
+def test_grouped_small_m_mixed64_rule():
+    """Every M_g <= 64, some > 32, N_g >= 2048, K_g >= 1024 (MoE decode): the rule picks the
+    grouped mixed-input kernel with 64-row A tiles (exp. 90); through custom_kernel, ragged
+    M_g 1-64, N and K per group, poisoned scale padding, two calls."""
+    if torch.cuda.get_device_capability()[0] == 10:
+        pytest.skip("sm_90a rule")
+    shape = ((33, 4096, 1024), (64, 2048, 2048), (1, 4096, 1024), (50, 7168, 1024), (17, 2048, 3072))
+    assert configs.select_config("group", "sm_90a", shape) == configs.sm90_group_mixed(tile=(256, 64))
+    ms, ns, ks = (list(x) for x in zip(*shape))
+    _run(R.generate_input(ms, ns, ks, len(shape), 12, device="cuda", poison_padding=True), "group")
+
+
 @pytest.mark.parametrize("shape,splits,full", [
     ((128, 768, 7168, 1), 8, 0),  # 12 tiles of 128x64, every tile split 8 ways (in-order sum)
     # 48 tiles, split 2 ways: 2-CTA cluster pairs (rule; 1536x512x7168 ran here until the
@@ -601,9 +613,13 @@ _GM_RAGGED = ((1, 512, 2048), (7, 256, 1024), (33, 768, 2048), (130, 512, 512), 
     # 128-row register operand (one m64 rep per consumer warpgroup, one scale atom per stage)
     ("128", configs.GROUP_BENCHMARKS[2]), ("128", configs.GROUP_BENCHMARKS[3]), ("128", _GM_RAGGED),
     ("128", ((1, 128, 7168), (300, 128, 7168))),
+    # 64-row A tiles (one n64 wgmma width; A16 groups padded to 64 rows; 64 KB partials)
+    ("64", ((64, 4096, 7168),) * 8), ("64", _GM_RAGGED), ("64", ((17, 256, 7168), (40, 512, 7168))),
+    ("64", ((33, 7168, 2048), (64, 7168, 2048), (1, 4096, 2048), (50, 4096, 2048))),
 ], ids=["g8-N4096-K7168", "g8-N7168-K2048", "ragged", "few-tiles", "many-tiles",
         "pairs-g2-N3072-K4096", "pairs-g2-N4096-K1536", "pairs-ragged", "pairs-odd-kb", "pairs-2-waves",
-        "128-g2-N3072-K4096", "128-g2-N4096-K1536", "128-ragged", "128-few-tiles"])
+        "128-g2-N3072-K4096", "128-g2-N4096-K1536", "128-ragged", "128-few-tiles",
+        "64-g8-M64", "64-ragged", "64-few-tiles", "64-mixed"])
 def test_grouped_mixed(pairs, shape):
     """The grouped mixed-input kernel (A pre-pass to fp16 + PDL, B_g in wgmma registers),
     host-made stream-K segments or split-K pairs: poisoned C and scale padding; the same
@@ -611,7 +627,8 @@ def test_grouped_mixed(pairs, shape):
     reused), bit-identical results (fixed reduction order), flags left zero."""
     from nvfp4gemm.sm90 import grouped_mixed as gm
 
-    cfg = configs.sm90_group_mixed(tile=(128, 128)) if pairs == "128" else configs.sm90_group_mixed(pairs)
+    cfg = {"128": configs.sm90_group_mixed(tile=(128, 128)), "64": configs.sm90_group_mixed(tile=(256, 64))}.get(
+        pairs) or configs.sm90_group_mixed(pairs)
     gm.Sm90GroupedMixedKernel.can_implement(cfg, shape)
     ms, ns, ks = (list(x) for x in zip(*shape))
     data = R.generate_input(ms, ns, ks, len(shape), 31, device="cuda", poison_padding=True)

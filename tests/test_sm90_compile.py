@@ -32,10 +32,12 @@ def _cases():
         seen.setdefault(("dual", configs.select_config("dual", "sm_90a", shape)), shape)
     for shape in configs.GROUP_TESTS + configs.GROUP_BENCHMARKS:
         seen.setdefault(("group", configs.select_config("group", "sm_90a", shape)), shape)
-    # swap_ab 256x64, which the rules pick for tiny M (no leaderboard shape): grouped, and
-    # the dual swap kernel (split and whole tiles)
-    for tiny_m in (((32, 4096, 7168),) * 8, ((64, 4096, 7168),) * 8):  # MMA N 32, 64
+    # small M_g (no leaderboard shape): the grouped swap_ab kernel with MMA N 32 and the grouped
+    # mixed-input kernel's 64-row tiles (exp. 90), which the rules pick; the swap kernel with
+    # MMA N 64, which no grouped rule picks since (its dual twin, dual_swap.py, still runs)
+    for tiny_m in (((32, 4096, 7168),) * 8, ((64, 4096, 7168),) * 8):
         seen.setdefault(("group", configs.select_config("group", "sm_90a", tiny_m)), tiny_m)
+    seen.setdefault(("group", replace(configs._sm90_swap_ab("group", 64), split_k=True)), ((64, 4096, 7168),) * 8)
     # grouped 128x256 stored-decode tiles (the rule's pick for N_g 2048; the 8-group leaderboard
     # cases now run the mixed-input kernel) and the grouped mixed-input split-K pairs
     for shape in (((256, 2048, 7168),) * 8, ((64, 4096, 7168), (128, 4096, 7168), (96, 4096, 7168))):
@@ -227,7 +229,8 @@ def test_dual_small_m_rule_and_swap_constraints():
     grouped rule narrows its swap tile the same way; the kernel names what it cannot do."""
     for ms, tn in (([17] * 8, 32), ([32] * 8, 32), ([1, 40, 17], 64)):  # (every M_g <= 16: skinny)
         g = configs.select_config("group", "sm_90a", tuple((m, 4096, 7168) for m in ms))
-        assert g.swap_ab and g.mma_tile_mn == (256, tn), g.short()
+        # (M_g up to 64: the grouped mixed-input kernel's 64-row tiles, exp. 90)
+        assert g.swap_ab and g.mma_tile_mn == (256, tn) and g.a_prepass == (tn == 64), g.short()
     from nvfp4gemm.sm90.dual_swap import Sm90DualSwapKernel
 
     from nvfp4gemm.sm90.dual_skinny import Sm90DualSkinnyKernel
@@ -282,8 +285,8 @@ def test_grouped_rule_ranks_tiles_by_cost():
     for shape, tile in zip(configs.GROUP_BENCHMARKS, want):
         cfg = configs.default_config("group", "sm_90a", shape)
         assert cfg.mma_tile_mn == tile and not cfg.swap_ab, (shape, cfg)
-    cfg = configs.select_config("group", "sm_90a", ((40, 4096, 7168),) * 8)
-    assert cfg.swap_ab and cfg.mma_tile_mn == (256, 64), cfg
+    cfg = configs.select_config("group", "sm_90a", ((20, 4096, 7168),) * 8)
+    assert cfg.swap_ab and not cfg.a_prepass and cfg.mma_tile_mn == (256, 32), cfg
     Sm90GroupedGemmKernel.can_implement(cfg, ((1, 512, 256), (129, 256, 512)))
     with pytest.raises(ValueError, match="N=384"):
         Sm90GroupedGemmKernel.can_implement(cfg, ((64, 384, 256),))
@@ -310,14 +313,20 @@ def test_grouped_mixed_rule():
         assert configs.select_config("group", "sm_90a", shape) == mixed, shape
     assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[2]) == \
         configs.sm90_group_mixed(tile=(128, 128))
+    # every M_g <= 64, some > 32, where the ranking picks the swap tile: 64-row tiles (exp. 90)
+    for shape in [((64, 4096, 7168),) * 8, tuple((m, 4096, 7168) for m in (40, 20, 64, 33, 17, 60, 48, 25)),
+                  ((33, 7168, 4096), (64, 7168, 4096))]:
+        assert configs.select_config("group", "sm_90a", shape) == configs.sm90_group_mixed(tile=(256, 64)), shape
     for shape in configs.GROUP_BENCHMARKS[3:] + [
-            ((256, 2048, 7168),) * 8, ((64, 4096, 7168),) * 8,  # N 2048; the swap kernel's M
+            ((256, 2048, 7168),) * 8, ((32, 4096, 7168),) * 8,  # N 2048; M_g <= 32 (swap MMA N 32)
+            ((40, 4096, 2048), (50, 4096, 2048), (60, 4096, 2048), (64, 4096, 2048)),  # ranked non-swap
             ((128, 4096, 7168),) * 8,  # 256 CTAs as pairs, and stream-K is no rule
             ((192, 4096, 4096), (320, 4096, 4096)),  # K 4096
             ((600, 4096, 7168), (300, 3968, 7168))]:  # N % 256
         assert not configs.select_config("group", "sm_90a", shape).a_prepass, shape
     assert not configs.check_config(pairs) and not configs.check_config(mixed)
     assert not configs.check_config(configs.sm90_group_mixed(tile=(128, 128)))
+    assert not configs.check_config(configs.sm90_group_mixed(tile=(256, 64)))
     assert configs.check_config(replace(mixed, mma_tile_mn=(128, 64)))
     assert configs.check_config(replace(pairs, mma_tile_mn=(128, 128)))
     with pytest.raises(ValueError, match="K=256: split-K pairs need at least 2 k-blocks"):

@@ -6,22 +6,23 @@ a named barrier before the wgmma; here nothing decoded is stored by a thread:
 
   1. `prepass_kernel` (its own launch, one thread per 32-code half row of every group's A)
      decodes all A_g once into one fp16 buffer A16 (group g's rows from row0[g], each group
-     padded to a multiple of 128 rows, row stride K_max), in the pair-major K order that
+     padded to a multiple of tile_n rows, row stride K_max), in the pair-major K order that
      pairs with the register operand (mixed.py).  Each warp stages its 2 KB in shared memory
      and stores them back with 512-byte-contiguous instructions (exp. 78: the uncoalesced
      stores of exp. 69 ran at ~0.9 TB/s).  B is decoded only inside the main kernel.
   2. `kernel`, launched behind it with programmatic dependent launch (only its A16 loads wait
      for the pre-pass, griddepcontrol.wait), one CTA per SM, walks its host-made list of
      segments (configs.mixed_group_plan): a segment is k-blocks kb0 .. kb1 - 1 of a tile =
-     tile_m (256, or 128) rows of B_g (nb) x the A_g rows m0 .. m0 + 127 (ragged: A16's zero
-     padding rows; their columns of C^T are not stored).
+     tile_m (256, or 128) rows of B_g (nb) x the A_g rows m0 .. m0 + tile_n - 1 (tile_n 128,
+     or 64 for M_g <= 64, exp. 90; ragged: A16's zero padding rows; their columns of C^T are
+     not stored).
        WG0  producer: all 128 threads cp.async one k-block of packed B_g rows (128B-swizzled)
             and its tile_m / 128 scale atoms into a 2-stage ring (per-group addresses, no
             descriptors); warp 0 also TMA-loads the tile's A16 sub-blocks (128 rows x 64
             fp16) into an 8-stage ring (one descriptor over all groups).
        WG1, WG2  consumers: each holds tile_m / 2 rows of B_g as wgmma register operands
             (m64 reps, `Sm90Common.decode_a`), decoded straight from the packed stage, and
-            issues m64 x n128 x k16 wgmmas against the A16 stage
+            issues m64 x n(tile_n) x k16 wgmmas against the A16 stage
             (`Sm90MixedCommon.mainloop_mixed`); the epilogue stages the transposed tile in a
             16 KB buffer, 32 rows of C at a time (64 with 128-row tiles), and stores whole rows
             with 16-byte stores, rows of C past M_g skipped (`Sm90Common.store_c_t_staged`,
@@ -37,12 +38,14 @@ a named barrier before the wgmma; here nothing decoded is stored by a thread:
 H100, 2026-11-25 (ab_compare against the stored-decode kernels the rule picks): stream-K
 256 x 128 on g8 N4096 K7168 0.938 (141 -> 132 us), g8 N7168 K2048 0.969 (exp. 78); 128 x 128
 on g2 N3072 K4096 0.982 (exp. 80); pairs 0.916-0.933 on 4 shapes with 64-66 tiles and long K
-(exp. 79).  Where each is selected: configs.CONFIG_MAP pins and `_sm90_group_mixed_rule`.
+(exp. 79); 256 x 64 against the swap_ab 256 x 64 stored-decode kernel on M_g <= 64 (MoE
+decode) 0.866-1.000 on 11 shapes (exp. 90).  Where each is selected: configs.CONFIG_MAP
+pins, `_sm90_group_mixed_rule` and the MIXED64 rule in configs.default_config.
 
 Constraints (can_implement): 1..16 groups, configs.check_shape (N_g % 64, K_g % 256), N_g a
 multiple of tile_m (the tile's B rows), any M_g >= 1; pairs: K_g >= 512.  Workspaces (cached
-per input buffers): A16 (sum of M_g padded to 128) x K_max fp16, and for stream-K a 128 KB
-fp32 partial plus a flag per CTA.
+per input buffers): A16 (sum of M_g padded to tile_n) x K_max fp16, and for stream-K a
+128 KB fp32 partial slot (a 256 x 64 tile fills 64 KB of it) plus a flag per CTA.
 """
 
 from __future__ import annotations
@@ -129,7 +132,8 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         self.shared_storage = cute.struct(type("Storage", (), {"__annotations__": fields}))
         assert sm90_smem_bytes(self.config) == 1024 + self.ab_stages * (self.a_stage_bytes + self.sfa_atoms * SF_STAGE_BYTES) \
             + cute.cosize(self.a16_layout) * 2 + self.c_stage_bytes, "configs.sm90_smem_bytes disagrees with the buffers"
-        assert self.a16_stages * self.a16_stage_bytes >= self.PARTIAL_BYTES, "the finisher stages a partial in A16"
+        # a partial is tile_m x tile_n fp32 (the workspace slot holds the largest, PARTIAL_BYTES)
+        assert self.a16_stages * self.a16_stage_bytes >= 4 * self.tile_m * self.tile_n, "the finisher stages a partial in A16"
 
     @cute.jit
     def __call__(

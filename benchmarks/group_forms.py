@@ -1,0 +1,114 @@
+"""Device-only: time explicit grouped sm_90a configs against each other, in one process.
+
+    python3 benchmarks/group_forms.py [--forms rule,mixed256,h256,...] [--shapes leaderboard|SPEC]
+                                      [--rounds 3] [--iters 20] [--json F]
+
+Every (shape, form) is first run once with C NaN-poisoned and the scale padding poisoned, and
+checked fully written and by reference.check_implementation; then the forms are timed in
+alternating rounds (L2 flushed before every call, CUDA events, median of `iters`), and each
+round's median and the ratio of the medians to the first form are printed.  Launches go
+through each kernel module's `runtime_args` and the compiled function (no dispatch), so only
+the kernels differ.  SPEC: shapes separated by ';', groups by '/', a group 'MxNxK'.
+
+Forms: rule (configs.select_config), mixed256 / mixed128 / mixed64 (the grouped mixed-input
+kernel, stream-K, tiles of 256 B rows x 128 A rows / 128 x 128 / 256 x 64), pairs (its
+split-K pairs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import nvfp4gemm  # noqa: E402,F401  (must precede cutlass)
+
+import configs  # noqa: E402
+
+FORMS = {
+    "mixed256": lambda shape: configs.sm90_group_mixed(),
+    "mixed128": lambda shape: configs.sm90_group_mixed(tile=(128, 128)),
+    "mixed64": lambda shape: configs.sm90_group_mixed(tile=(256, 64)),
+    "pairs": lambda shape: configs.sm90_group_mixed(pairs=True),
+    "rule": lambda shape: configs.select_config("group", "sm_90a", shape),
+}
+
+
+def parse_shapes(spec: str) -> list:
+    if spec == "leaderboard":
+        return list(configs.GROUP_BENCHMARKS)
+    return [tuple(tuple(int(x) for x in g.split("x")) for g in s.split("/")) for s in spec.split(";") if s]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--forms", default="rule,h256")
+    ap.add_argument("--shapes", default="leaderboard")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+
+    import torch
+
+    import reference as R
+    from benchmarks.timing import Timer
+    from nvfp4gemm import harness
+
+    timer = Timer(args.iters)
+    forms = args.forms.split(",")
+    rows = []
+    for shape in parse_shapes(args.shapes):
+        ms, ns, ks = (list(x) for x in zip(*shape))
+        data = R.generate_input(ms, ns, ks, len(shape), 1111, device="cuda", poison_padding=True)
+        outs = [c for _, _, c in data[0]]
+        runs = {}
+        for name in forms:
+            cfg = FORMS[name](shape)
+            if configs.check_config(cfg) or not configs.fits(cfg, shape):
+                print(f"{name}: not valid for this shape", flush=True)
+                continue
+            mod, cls = harness.kernel_module("group", "sm_90a", cfg)
+            if hasattr(cls, "can_implement"):
+                try:
+                    cls.can_implement(cfg, shape)
+                except ValueError as e:
+                    print(f"{name}: {e}", flush=True)
+                    continue
+            ck = harness.compile_kernel("group", "sm_90a", cfg, shape)
+            fargs = mod.runtime_args(data, cfg, torch.cuda.current_stream())
+            for c in outs:
+                c.fill_(float("nan"))
+            ck.fn(*fargs)
+            torch.cuda.synchronize()
+            unwritten = sum(int(torch.isnan(c).sum()) for c in outs)
+            ok, msg = R.check_implementation(data, outs)
+            if unwritten or not ok:
+                print(f"{name} {cfg.short()}: WRONG ({unwritten} NaN left) {msg[:200]}", flush=True)
+                rows.append({"shape": shape, "form": name, "correct": False})
+                continue
+            runs[name] = (cfg, (lambda f=ck.fn, a=fargs: f(*a)), [])
+        for _ in range(args.rounds):
+            for name, (_cfg, fn, ts) in runs.items():
+                ts.append(timer(fn))
+        label = " ".join(f"{m}" for m in ms) + f" | N {ns[0]} K {ks[0]}"
+        base = statistics.median(next(iter(runs.values()))[2]) if runs else None
+        for name, (cfg, _fn, ts) in runs.items():
+            med = statistics.median(ts)
+            rows.append({"shape": shape, "form": name, "config": cfg.short(), "correct": True, "rounds_us": ts,
+                         "us": med, "ratio": med / base})
+            print(f"{label:48s} {name:9s} {cfg.short():34s} " + " ".join(f"{t:7.1f}" for t in ts)
+                  + f"  med {med:7.1f}  x{med / base:.3f}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+    return 0 if all(r["correct"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
