@@ -830,9 +830,9 @@ def sm90_group_mixed(pairs: bool = False, tile=(256, 128)) -> KernelConfig:
     and 78): every group's A decoded once to fp16 by a pre-pass, B_g decoded into wgmma
     registers.  Tile: tile[0] rows of B_g (the register operand: 256, or 128 as in exp. 80) x
     tile[1] rows of A_g (128, or 64 for M_g <= 64, exp. 90: one m64 x n64 wgmma width, each
-    group's A16 rows padded to 64); stream-K segments made on the host (`mixed_group_plan`), or with `pairs`
-    (256-row tiles only) one tile per 2-CTA cluster, each rank half its k-blocks (cluster
-    (2, 1), exp. 79)."""
+    group's A16 rows padded to 64); stream-K segments made on the host (`mixed_group_plan`),
+    or with `pairs` (256-row tiles only) one tile per 2-CTA cluster, each rank half its
+    k-blocks (cluster (2, 1), exp. 79)."""
     return KernelConfig("group", "sm_90a", tuple(tile), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
                         swap_ab=True, a_prepass=True, ab_stages=2, split_k=True, cluster_mn=(2, 1) if pairs else (1, 1))
 

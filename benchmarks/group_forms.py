@@ -1,6 +1,6 @@
 """Device-only: time explicit grouped sm_90a configs against each other, in one process.
 
-    python3 benchmarks/group_forms.py [--forms rule,mixed256,h256,...] [--shapes leaderboard|SPEC]
+    python3 benchmarks/group_forms.py [--forms rule,mixed256,mixed64,...] [--shapes leaderboard|SPEC]
                                       [--rounds 3] [--iters 20] [--json F]
 
 Every (shape, form) is first run once with C NaN-poisoned and the scale padding poisoned, and
@@ -47,7 +47,7 @@ def parse_shapes(spec: str) -> list:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--forms", default="rule,h256")
+    ap.add_argument("--forms", default="rule,mixed256")
     ap.add_argument("--shapes", default="leaderboard")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iters", type=int, default=20)

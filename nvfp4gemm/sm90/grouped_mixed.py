@@ -18,7 +18,7 @@ a named barrier before the wgmma; here nothing decoded is stored by a thread:
      not stored).
        WG0  producer: all 128 threads cp.async one k-block of packed B_g rows (128B-swizzled)
             and its tile_m / 128 scale atoms into a 2-stage ring (per-group addresses, no
-            descriptors); warp 0 also TMA-loads the tile's A16 sub-blocks (128 rows x 64
+            descriptors); warp 0 also TMA-loads the tile's A16 sub-blocks (tile_n rows x 64
             fp16) into an 8-stage ring (one descriptor over all groups).
        WG1, WG2  consumers: each holds tile_m / 2 rows of B_g as wgmma register operands
             (m64 reps, `Sm90Common.decode_a`), decoded straight from the packed stage, and
