@@ -1191,6 +1191,7 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # three-warpgroup form, 128 whole tiles of 96 columns: 0.880 of the stream-K (256, 128)
     # kernel through custom_kernel (H100, 74.7 -> 65.8 us, exp. 86).
     # --- sm_90a grouped: the rule ranks 128x256 / 128x128 / swap 256x64 by `sm90_group_cost`
+    # (where the swap tile wins with every M_g in 33-64 it runs the mixed 256x64 form, exp. 90)
     # Kernel-only, H200, 2026-11-21, one run (notes/sm90.md, experiment 23), 128x256 /
     # 128x128 / swap: g8 N=4096 K=7168 155.9 / 193.8 / 185.8 us (128x256: one wave + 44
     # tail tiles split 3 ways); g8 N=7168 K=2048 105.8 / 125.4 / 116.3; g2 N=3072 K=4096

@@ -168,7 +168,8 @@ class Sm90MixedCommon(Sm90Common):
 
     # ------------------------------------------------------------------ stream-K partials
     # A partial is the consumers' accumulators, 256 threads x 128 fp32 (128 KB; the narrow and
-    # three-warpgroup dual forms fill 64 / 96 KB of the slot): 16-byte chunk j of consumer
+    # three-warpgroup dual forms fill 64 / 96 KB of the slot, the grouped 128 x 128 and
+    # 256 x 64 tiles 64 KB): 16-byte chunk j of consumer
     # thread ct at (j * threads + ct) * 16, so each warp store / load covers 512 contiguous
     # bytes and each thread later reads back only the chunks it copied itself.
     PARTIAL_BYTES = 256 * 128 * 4
