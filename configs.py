@@ -32,6 +32,8 @@ SMEM_LIMIT = {"sm_100a": 232448, "sm_90a": 232448}  # 227 KB usable per CTA on b
 TMEM_COLUMNS = 512  # sm_100a: 128 lanes x 512 columns of 32 bit per SM
 SM90_MAX_ACC_REGS = 128  # fp32 accumulator registers per consumer thread we allow
 SM90_A16_STAGES = 8  # fp16 A sub-blocks (tile N x 64) in flight in the mixed-input dual kernel
+# ... in the wide form (256 A rows: 32 KB a sub-block, 8 would not fit): waited for in pairs
+SM90_A16_STAGES_WIDE = 5
 SM_COUNT = {"sm_100a": 148, "sm_90a": 132}
 
 
@@ -84,10 +86,10 @@ class KernelConfig:
         if self.skinny:
             return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}"
         if self.a_prepass:
-            form = {(128, 128): " narrow", (192, 128): " wg3"} if self.problem == "dual" else {}
+            form = {(128, 128): " narrow", (192, 128): " wg3", (128, 256): " wide"} if self.problem == "dual" else {}
             mode = form.get(tuple(self.mma_tile_mn), "") + \
                 (" pairs" if self.cluster_mn == (2, 1) else " streamK" if self.split_k else "")
-            return f"mixed {m}x{n} ab{self.ab_stages} a16x{SM90_A16_STAGES}" + mode
+            return f"mixed {m}x{n} ab{self.ab_stages} a16x{mixed_a16_stages(self)}" + mode
         if self.swap_ab:
             s += " swapAB"
         if self.arch == "sm_90a":
@@ -164,7 +166,7 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
         # stage (dual: B1's and B2's; grouped: tm / 128); fp16 A ring; C staging
         atoms = 2 * mixed_dual_sf_atoms(tm) if cfg.problem == "dual" else tm // 128
         return cfg.ab_stages * (tm * (K_BLOCK // 2) + atoms * 128 * (K_BLOCK // SF_VEC)) \
-            + SM90_A16_STAGES * tn * 64 * 2 + mixed_c_stage_bytes(cfg) + 1024
+            + mixed_a16_stages(cfg) * tn * 64 * 2 + mixed_c_stage_bytes(cfg) + 1024
     if cfg.skinny:  # per warp: ab_stages cp.async stages + its fp32 partial sums (skinny.py)
         lane_rows = cfg.gemms * tm // 8 + tn // 8  # rows of every B and of A a lane loads per chunk
         return cfg.k_warps * (cfg.ab_stages * lane_rows * 32 * 20 + cfg.gemms * tn * tm * 4)
@@ -176,6 +178,12 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
     decoded = cfg.gemms * tn * 64 * 2 * cfg.dec_stages  # fp16 sub-blocks of 64 K-elements
     c = cfg.epi_stages * cfg.epi_tile_mn[0] * cfg.epi_tile_mn[1] * 2
     return cfg.ab_stages * packed + decoded + c + 1024
+
+
+def mixed_a16_stages(cfg: KernelConfig) -> int:
+    """fp16 A sub-block stages of a mixed-input config: 8 (two k-blocks, each waited for
+    whole), 5 in the wide form (tile N 256, waited for two sub-blocks at a time)."""
+    return SM90_A16_STAGES_WIDE if cfg.mma_tile_mn[1] > 128 else SM90_A16_STAGES
 
 
 def mixed_ragged_n(cfg: KernelConfig) -> bool:
@@ -261,8 +269,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
                 or cfg.cluster_mn not in ((1, 1), (2, 1))) and not _mixed_narrow_ok(cfg):
             errs.append("a_prepass (mixed-input dual kernel) needs problem dual, tile (256, 128), swap_ab, "
                         "ab_stages 2, cluster (1, 1) or (2, 1) (split-K pairs); or the narrow form: tile "
-                        "(128, 128), two consumer warpgroups, no cluster (whole tiles or stream-K); or the "
-                        "three-warpgroup form: tile (192, 128), three consumer warpgroups, cluster (1, 1) or "
+                        "(128, 128), two consumer warpgroups, no cluster (whole tiles or stream-K); the wide form: "
+                        "tile (128, 256), the same otherwise; or the three-warpgroup form: tile (192, 128), three consumer warpgroups, cluster (1, 1) or "
                         "(2, 1)")
         if cfg.cta_group != 1:
             errs.append("sm_90a has no 2-CTA MMA: cta_group must be 1")
@@ -290,9 +298,11 @@ def _mixed_narrow_ok(cfg: KernelConfig) -> bool:
     """The interleaved mixed-input forms: each consumer warpgroup one m64 register operand
     whose rows interleave 32 rows of B1 with the same rows of B2 (rows r and r + 8 of each
     16-row warp slab) x 128 A rows.  Narrow (exp. 76): two warpgroups, 64 columns of C per
-    tile; three-warpgroup (exp. 86): 96 columns."""
+    tile; three-warpgroup (exp. 86): 96 columns; wide (exp. 91): two warpgroups, 64 columns
+    of C x 256 A rows (m64 x n256 wgmmas)."""
     form = (tuple(cfg.mma_tile_mn), cfg.mma_warpgroups)
-    return (cfg.problem == "dual" and form in (((128, 128), 2), ((192, 128), 3)) and cfg.swap_ab and cfg.ab_stages >= 2
+    return (cfg.problem == "dual" and form in (((128, 128), 2), ((192, 128), 3), ((128, 256), 2)) and cfg.swap_ab
+            and cfg.ab_stages >= 2
             and (cfg.cluster_mn == (1, 1) or (form == ((192, 128), 3) and cfg.cluster_mn == (2, 1))))
 
 
@@ -680,6 +690,17 @@ def sm90_dual_mixed_narrow(shape=None, ab_stages: int = 2) -> KernelConfig:
     (stream-K, exp. 85) where `mixed_dual_stream_k_plan` splits it on 132 SMs."""
     cfg = KernelConfig("dual", "sm_90a", (128, 128), mma_warpgroups=2, epi_tile_mn=(128, 32),
                        rs_a=True, swap_ab=True, a_prepass=True, ab_stages=ab_stages)
+    return cfg if shape is None else _with_stream_k(cfg, shape)
+
+
+def sm90_dual_mixed_wide(shape=None) -> KernelConfig:
+    """The mixed-input dual kernel's wide form (exp. 91): tiles of 64 columns of C (interleaved
+    as in the narrow form) x 256 A rows, one m64 x n256 wgmma per k16 and consumer warpgroup:
+    the same MACs and accumulators per CTA as the (256, 128) form with half the B rows decoded
+    per MAC.  5 A16 stages of 32 KB (`mixed_a16_stages`).  With a shape: split_k where the
+    makespan model splits it on 132 SMs."""
+    cfg = KernelConfig("dual", "sm_90a", (128, 256), mma_warpgroups=2, epi_tile_mn=(128, 32),
+                       rs_a=True, swap_ab=True, a_prepass=True, ab_stages=2)
     return cfg if shape is None else _with_stream_k(cfg, shape)
 
 

@@ -529,6 +529,35 @@ def test_dual_mixed_narrow_stream_k(shape, ctas, dp):
 
 @_sm90_only
 @pytest.mark.parametrize("shape", [
+    (1, 128, 256, 1),  # one A row (255 zero-filled A16 rows), 2 tiles: the two halves of one scale atom
+    (100, 320, 512, 1),  # 5 tiles over N (the last one the first half of the third scale atom)
+    (300, 1024, 768, 1),  # ragged last row of tiles (44 real rows), 3 k-blocks
+    (512, 4096, 7168, 1),  # 128 tiles, one per CTA (the leaderboard shape)
+    (1100, 2048, 512, 1),  # 160 tiles: CTAs run 1-2 tiles (persistent, 5-stage A16 ring carried)
+], ids=str)
+def test_dual_mixed_wide(shape):
+    """The mixed-input dual kernel's wide form (exp. 91: tiles of 64 columns of C x 256 A
+    rows, m64 x n256 wgmmas, B1 / B2 interleaved as in the narrow form; 5 A16 stages waited
+    for two at a time).  Poisoned C and scale padding, twice."""
+    _run_dual_twice(configs.sm90_dual_mixed_wide(), shape, 47)
+
+
+@_sm90_only
+@pytest.mark.parametrize("shape,ctas,dp", [
+    ((512, 3072, 7168, 1), 128, 0),  # 96 tiles x 28 k-blocks over 128 CTAs: 2 segments each
+    ((300, 1024, 768, 1), 20, 0),  # 32 tiles x 3 k-blocks, ragged last row of tiles
+    ((1100, 2048, 512, 1), 24, 144),  # 6 waves of whole tiles, then 16 tiles x 2 k-blocks over 24 CTAs
+], ids=str)
+def test_dual_mixed_wide_stream_k(shape, ctas, dp):
+    """The wide form stream-K scheduled: a finisher stages each 128 KB partial in the 160 KB
+    A16 ring."""
+    from dataclasses import replace
+
+    _run_stream_k_plan(replace(configs.sm90_dual_mixed_wide(), split_k=True), shape, ctas, dp, 59)
+
+
+@_sm90_only
+@pytest.mark.parametrize("shape", [
     (1, 192, 256, 1),  # one A row, 2 tiles: the second's 96 rows straddle scale atoms 0 and 1
     (100, 576, 512, 1),  # 6 tiles over N, the last one in the partial fifth atom (rows 512-575)
     (300, 3072, 2048, 1),  # ragged last row of tiles; tile 31 alone in the last atom (clamped)

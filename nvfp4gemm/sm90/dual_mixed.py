@@ -86,7 +86,7 @@ from cutlass import Int32, Int64
 from cutlass.cute.nvgpu import warpgroup
 
 import configs
-from configs import (K_BLOCK, SM90_A16_STAGES, KernelConfig, check_shape, dual_tiles, mixed_c_stage_bytes,
+from configs import (K_BLOCK, KernelConfig, check_shape, dual_tiles, mixed_a16_stages, mixed_c_stage_bytes,
                      sm90_smem_bytes)
 from nvfp4gemm import scheduler
 from nvfp4gemm.epilogue import silu_mul
@@ -99,7 +99,8 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
 
     def __init__(self, config: KernelConfig):
         super().__init__(config)
-        self.a16_stages = SM90_A16_STAGES  # A16 sub-blocks in flight (two k-blocks)
+        # A16 sub-blocks in flight: two k-blocks (8), or 5 of 32 KB in the wide form (tile N 256)
+        self.a16_stages = mixed_a16_stages(config)
         # bytes of one A16 sub-block stage: tile_n rows x 64 fp16
         self.a16_stage_bytes = self.tile_n * SUB_K * 2
         # cluster (2, 1): every tile is one 2-CTA cluster, rank s runs k-blocks [s K/2,
@@ -186,6 +187,8 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
         self.shared_storage = cute.struct(type("Storage", (), {"__annotations__": fields}))
         ours = shared_storage_bytes(self.config)
         assert ours <= 232448, f"shared memory {ours} B over the sm_90a limit"
+        # a stream-K finisher stages each partial (consumer threads x accumulators x 4) in the A16 ring
+        assert self.a16_stages * self.a16_stage_bytes >= 4 * self.tile_m * self.tile_n, "partial > A16 ring"
 
     @cute.jit
     def __call__(
@@ -475,7 +478,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
         if not self.interleaved:
             return super().c_t_pairs(acc, tCcC)
         # one m64 rep: value 4i + e is (row r0 + 8 (e // 2), column 8i + e % 2) -- x1 rows r0, x2 r0 + 8
-        assert str(tCcC.layout) == "((2,2,16),1,1):((1@1,8@0,8@1),0,0)", tCcC.layout
+        assert str(tCcC.layout) == f"((2,2,{self.tile_n // 8}),1,1):((1@1,8@0,8@1),0,0)", tCcC.layout
         return cute.size(acc) // 4
 
     def c_t_pair(self, acc, i, scale):

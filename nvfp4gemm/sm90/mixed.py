@@ -259,16 +259,22 @@ class Sm90MixedCommon(Sm90Common):
         rows into the registers, wait for A16 sub-block it, issue the wgmmas (async).  The
         packed-B stage is released after its last decode (only generic loads read it).
         Every stage still held is released after the final drain."""
+        subs = K_BLOCK // SUB_K
+        # A16 sub-blocks waited for at once: the k-block's 4 where the ring holds two k-blocks
+        # (an mbarrier wait loop between a wgmma and its wait_group serializes the wgmmas,
+        # C7513, so the waits come before the sub-block's wait_group); two at a time in the
+        # wide form's 5-stage ring, which 4 + 4 would deadlock (stage it - 2 is released only
+        # at sub-block it)
+        waits = subs if self.a16_stages >= 2 * subs else 2
         for kb in cutlass.range(kb0, kb1, unroll=1):
             b_pipe.consumer_wait(bread)
             si = bread.index
-            # the k-block's 4 A16 sub-blocks, waited for here: an mbarrier wait loop between
-            # a wgmma and its wait_group also serializes the wgmmas (C7513)
-            a4 = aread.clone()
-            for _ in cutlass.range_constexpr(K_BLOCK // SUB_K):
-                a_pipe.consumer_wait(a4)
-                a4.advance()
-            for j in cutlass.range_constexpr(K_BLOCK // SUB_K):
+            for j in cutlass.range_constexpr(subs):
+                if cutlass.const_expr(j % waits == 0):
+                    a4 = aread.clone()
+                    for _ in cutlass.range_constexpr(waits):
+                        a_pipe.consumer_wait(a4)
+                        a4.advance()
                 cute.nvgpu.warpgroup.wait_group(1)
                 if cutlass.const_expr(j >= 2):
                     self.release_a16(a_pipe, afree)

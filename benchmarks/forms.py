@@ -1,18 +1,20 @@
-"""Device-only: time explicit grouped sm_90a configs against each other, in one process.
+"""Device-only: time explicit sm_90a configs against each other, in one process.
 
-    python3 benchmarks/group_forms.py [--forms rule,mixed256,mixed64,...] [--shapes leaderboard|SPEC]
-                                      [--rounds 3] [--iters 20] [--json F]
+    python3 benchmarks/forms.py [--problem group|dual] [--forms rule,mixed256,mixed64,...]
+                                [--shapes leaderboard|SPEC] [--rounds 3] [--iters 20] [--json F]
 
 Every (shape, form) is first run once with C NaN-poisoned and the scale padding poisoned, and
 checked fully written and by reference.check_implementation; then the forms are timed in
 alternating rounds (L2 flushed before every call, CUDA events, median of `iters`), and each
 round's median and the ratio of the medians to the first form are printed.  Launches go
 through each kernel module's `runtime_args` and the compiled function (no dispatch), so only
-the kernels differ.  SPEC: shapes separated by ';', groups by '/', a group 'MxNxK'.
+the kernels differ.  SPEC: shapes separated by ';'; grouped: groups by '/', a group 'MxNxK';
+dual: 'MxNxK'.  (Session 26 wrote it for grouped configs as group_forms.py.)
 
-Forms: rule (configs.select_config), mixed256 / mixed128 / mixed64 (the grouped mixed-input
-kernel, stream-K, tiles of 256 B rows x 128 A rows / 128 x 128 / 256 x 64), pairs (its
-split-K pairs).
+Forms, grouped: rule (configs.select_config), mixed256 / mixed128 / mixed64 (the grouped
+mixed-input kernel, stream-K, tiles of 256 B rows x 128 A rows / 128 x 128 / 256 x 64), pairs
+(its split-K pairs).  Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its
+plan splits), narrow, wg3, wide (exp. 91) -- each with its own stream-K decision.
 """
 
 from __future__ import annotations
@@ -31,15 +33,28 @@ import nvfp4gemm  # noqa: E402,F401  (must precede cutlass)
 import configs  # noqa: E402
 
 FORMS = {
-    "mixed256": lambda shape: configs.sm90_group_mixed(),
-    "mixed128": lambda shape: configs.sm90_group_mixed(tile=(128, 128)),
-    "mixed64": lambda shape: configs.sm90_group_mixed(tile=(256, 64)),
-    "pairs": lambda shape: configs.sm90_group_mixed(pairs=True),
-    "rule": lambda shape: configs.select_config("group", "sm_90a", shape),
+    "group": {
+        "mixed256": lambda shape: configs.sm90_group_mixed(),
+        "mixed128": lambda shape: configs.sm90_group_mixed(tile=(128, 128)),
+        "mixed64": lambda shape: configs.sm90_group_mixed(tile=(256, 64)),
+        "pairs": lambda shape: configs.sm90_group_mixed(pairs=True),
+        "rule": lambda shape: configs.select_config("group", "sm_90a", shape),
+    },
+    "dual": {
+        "mixed": configs.sm90_dual_mixed,
+        "narrow": configs.sm90_dual_mixed_narrow,
+        "wg3": configs.sm90_dual_mixed_wg3,
+        "wide": configs.sm90_dual_mixed_wide,
+        "rule": lambda shape: configs.select_config("dual", "sm_90a", shape),
+    },
 }
 
 
-def parse_shapes(spec: str) -> list:
+def parse_shapes(problem: str, spec: str) -> list:
+    if problem == "dual":
+        if spec == "leaderboard":
+            return list(configs.DUAL_BENCHMARKS)
+        return [tuple(int(x) for x in s.split("x")) + (1,) for s in spec.split(";") if s]
     if spec == "leaderboard":
         return list(configs.GROUP_BENCHMARKS)
     return [tuple(tuple(int(x) for x in g.split("x")) for g in s.split("/")) for s in spec.split(";") if s]
@@ -47,7 +62,8 @@ def parse_shapes(spec: str) -> list:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--forms", default="rule,mixed256")
+    ap.add_argument("--problem", default="group", choices=("group", "dual"))
+    ap.add_argument("--forms", default=None, help="default: rule,mixed256 (group), rule,mixed (dual)")
     ap.add_argument("--shapes", default="leaderboard")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iters", type=int, default=20)
@@ -61,33 +77,40 @@ def main() -> int:
     from nvfp4gemm import harness
 
     timer = Timer(args.iters)
-    forms = args.forms.split(",")
+    prob = args.problem
+    forms = (args.forms or ("rule,mixed256" if prob == "group" else "rule,mixed")).split(",")
     rows = []
-    for shape in parse_shapes(args.shapes):
-        ms, ns, ks = (list(x) for x in zip(*shape))
-        data = R.generate_input(ms, ns, ks, len(shape), 1111, device="cuda", poison_padding=True)
-        outs = [c for _, _, c in data[0]]
+    for shape in parse_shapes(prob, args.shapes):
+        if prob == "dual":
+            data = R.generate_input(*shape, 1111, device="cuda", poison_padding=True)
+            outs = [data[-1]]
+            label = "x".join(str(x) for x in shape[:3])
+        else:
+            ms, ns, ks = (list(x) for x in zip(*shape))
+            data = R.generate_input(ms, ns, ks, len(shape), 1111, device="cuda", poison_padding=True)
+            outs = [c for _, _, c in data[0]]
+            label = " ".join(f"{m}" for m in ms) + f" | N {ns[0]} K {ks[0]}"
         runs = {}
         for name in forms:
-            cfg = FORMS[name](shape)
+            cfg = FORMS[prob][name](shape)
             if configs.check_config(cfg) or not configs.fits(cfg, shape):
                 print(f"{name}: not valid for this shape", flush=True)
                 continue
-            mod, cls = harness.kernel_module("group", "sm_90a", cfg)
+            mod, cls = harness.kernel_module(prob, "sm_90a", cfg)
             if hasattr(cls, "can_implement"):
                 try:
-                    cls.can_implement(cfg, shape)
+                    cls.can_implement(cfg, *shape) if prob == "dual" else cls.can_implement(cfg, shape)
                 except ValueError as e:
                     print(f"{name}: {e}", flush=True)
                     continue
-            ck = harness.compile_kernel("group", "sm_90a", cfg, shape)
+            ck = harness.compile_kernel(prob, "sm_90a", cfg, shape)
             fargs = mod.runtime_args(data, cfg, torch.cuda.current_stream())
             for c in outs:
                 c.fill_(float("nan"))
             ck.fn(*fargs)
             torch.cuda.synchronize()
             unwritten = sum(int(torch.isnan(c).sum()) for c in outs)
-            ok, msg = R.check_implementation(data, outs)
+            ok, msg = R.check_implementation(data, outs[0] if prob == "dual" else outs)
             if unwritten or not ok:
                 print(f"{name} {cfg.short()}: WRONG ({unwritten} NaN left) {msg[:200]}", flush=True)
                 rows.append({"shape": shape, "form": name, "correct": False})
@@ -96,7 +119,6 @@ def main() -> int:
         for _ in range(args.rounds):
             for name, (_cfg, fn, ts) in runs.items():
                 ts.append(timer(fn))
-        label = " ".join(f"{m}" for m in ms) + f" | N {ns[0]} K {ks[0]}"
         base = statistics.median(next(iter(runs.values()))[2]) if runs else None
         for name, (cfg, _fn, ts) in runs.items():
             med = statistics.median(ts)
