@@ -7,14 +7,17 @@ Every (shape, form) is first run once with C NaN-poisoned and the scale padding 
 checked fully written and by reference.check_implementation; then the forms are timed in
 alternating rounds (L2 flushed before every call, CUDA events, median of `iters`), and each
 round's median and the ratio of the medians to the first form are printed.  Launches go
-through each kernel module's `runtime_args` and the compiled function (no dispatch), so only
-the kernels differ.  SPEC: shapes separated by ';'; grouped: groups by '/', a group 'MxNxK';
-dual: 'MxNxK'.  (Session 26 wrote it for grouped configs as group_forms.py.)
+through each kernel module's `runtime_args` and the compiled function, packed once as the
+dispatcher does (`PackedLaunch`: the public call's per-call argument conversion is timed on
+short kernels), so only the kernels differ.  SPEC: shapes separated by ';'; grouped: groups
+by '/', a group 'MxNxK'; dual: 'MxNxK'.  (Session 26 wrote it for grouped configs as
+group_forms.py, with the public call: its timings of kernels under ~40 us carry that cost.)
 
 Forms, grouped: rule (configs.select_config), mixed256 / mixed128 / mixed64 (the grouped
 mixed-input kernel, stream-K, tiles of 256 B rows x 128 A rows / 128 x 128 / 256 x 64), pairs
 (its split-K pairs).  Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its
-plan splits), narrow, wg3, wide (exp. 91) -- each with its own stream-K decision.
+plan splits), narrow, wg3, wide (exp. 91) -- each with its own stream-K decision -- and pre91
+(the mixed-input pick of the rules before exp. 91).
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ FORMS = {
         "wg3": configs.sm90_dual_mixed_wg3,
         "wide": configs.sm90_dual_mixed_wide,
         "rule": lambda shape: configs.select_config("dual", "sm_90a", shape),
+        # the mixed-input pick of the rules before exp. 91 (where they pick one)
+        "pre91": configs._sm90_mixed_rule_wg3,
     },
 }
 
@@ -75,6 +80,7 @@ def main() -> int:
     import reference as R
     from benchmarks.timing import Timer
     from nvfp4gemm import harness
+    from nvfp4gemm.dispatch import PackedLaunch
 
     timer = Timer(args.iters)
     prob = args.problem
@@ -93,7 +99,7 @@ def main() -> int:
         runs = {}
         for name in forms:
             cfg = FORMS[prob][name](shape)
-            if configs.check_config(cfg) or not configs.fits(cfg, shape):
+            if cfg is None or configs.check_config(cfg) or not configs.fits(cfg, shape):
                 print(f"{name}: not valid for this shape", flush=True)
                 continue
             mod, cls = harness.kernel_module(prob, "sm_90a", cfg)
@@ -115,7 +121,9 @@ def main() -> int:
                 print(f"{name} {cfg.short()}: WRONG ({unwritten} NaN left) {msg[:200]}", flush=True)
                 rows.append({"shape": shape, "form": name, "correct": False})
                 continue
-            runs[name] = (cfg, (lambda f=ck.fn, a=fargs: f(*a)), [])
+            # the dispatcher's launch path (arguments converted once): `ck.fn(*fargs)` spends tens
+            # of us of Python per call, which the events time on short kernels
+            runs[name] = (cfg, PackedLaunch(ck.fn, fargs), [])
         for _ in range(args.rounds):
             for name, (_cfg, fn, ts) in runs.items():
                 ts.append(timer(fn))

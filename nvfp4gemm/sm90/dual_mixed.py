@@ -211,8 +211,13 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
         stream: cuda.CUstream,
     ):
         kh = k // 2
-        # (M, K) fp16 A16 (the pre-pass writes it, the main kernel TMA-loads it), K-major
-        mA16 = cute.make_tensor(a16_ptr, cute.make_layout((m, k), stride=(k, 1)))
+        # (M, K) fp16 A16 (the pre-pass writes it, the main kernel TMA-loads it), K-major; the
+        # wide form's workspace has whole 256-row tiles (`a16_rows`: rows past M zero), so no
+        # A16 box reaches past the tensor
+        m16 = m
+        if cutlass.const_expr(self.tile_n > 128):
+            m16 = (m + self.tile_n - 1) // self.tile_n * self.tile_n
+        mA16 = cute.make_tensor(a16_ptr, cute.make_layout((m16, k), stride=(k, 1)))
         # (N, K/2) packed e2m1 bytes
         mB1 = cute.make_tensor(b1_ptr, cute.make_layout((n, kh), stride=(kh, 1)))
         mB2 = cute.make_tensor(b2_ptr, cute.make_layout((n, kh), stride=(kh, 1)))
@@ -521,18 +526,27 @@ def compile_args(config: KernelConfig, m: int, n: int, k: int, l: int) -> tuple:
 _A16_CACHE: dict = {}
 
 
-def a16_workspace(c, m: int, k: int):
-    """The fp16 A16 buffer (M x K) of the pre-pass, cached per output tensor address and
-    shape (as the split-K workspaces: a repeated call allocates nothing, two outputs never
-    share one)."""
+def a16_rows(config: KernelConfig, m: int) -> int:
+    """Rows of the A16 workspace: M, or whole 256-row tiles in the wide form (its TMA boxes
+    then never pass the tensor's end)."""
+    tn = config.mma_tile_mn[1]
+    return -(-m // tn) * tn if tn > 128 else m
+
+
+def a16_workspace(c, m: int, k: int, rows: int | None = None):
+    """The fp16 A16 buffer (rows >= M, x K) of the pre-pass, cached per output tensor address
+    and shape (as the split-K workspaces: a repeated call allocates nothing, two outputs never
+    share one).  Rows past M are zeroed once (the pre-pass writes rows < M only)."""
     import torch
 
-    key = (c.device, c.data_ptr(), m, k)
+    rows = m if rows is None else rows
+    key = (c.device, c.data_ptr(), m, k, rows)
     ws = _A16_CACHE.get(key)
     if ws is None:
         if len(_A16_CACHE) > 16:
             _A16_CACHE.clear()
-        ws = _A16_CACHE[key] = torch.empty((m, k), dtype=torch.float16, device=c.device)
+        ws = _A16_CACHE[key] = torch.empty((rows, k), dtype=torch.float16, device=c.device)
+        ws[m:].zero_()
     return ws
 
 
@@ -584,7 +598,7 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
     ws, flags = stream_k_workspace(c, ctas) if dp_tiles < tiles and config.cluster_mn == (1, 1) else (c, c)
     if not isinstance(stream, cuda.CUstream):
         stream = cuda.CUstream(stream.cuda_stream)
-    return (p(cutlass.Uint8, a), p(cutlass.Int32, sfa_p), p(cutlass.Float16, a16_workspace(c, m, k)),
+    return (p(cutlass.Uint8, a), p(cutlass.Int32, sfa_p), p(cutlass.Float16, a16_workspace(c, m, k, a16_rows(config, m))),
             p(cutlass.Uint8, b1), p(cutlass.Uint8, b2), p(cutlass.Int32, sfb1_p), p(cutlass.Int32, sfb2_p),
             p(cutlass.Float16, c), p(cutlass.Float32, ws), p(cutlass.Int32, flags),
             Int32(m), Int32(n), Int32(k), Int32(ctas), Int32(dp_tiles), stream)
