@@ -270,8 +270,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
             errs.append("a_prepass (mixed-input dual kernel) needs problem dual, tile (256, 128), swap_ab, "
                         "ab_stages 2, cluster (1, 1) or (2, 1) (split-K pairs); or the narrow form: tile "
                         "(128, 128), two consumer warpgroups, no cluster (whole tiles or stream-K); the wide form: "
-                        "tile (128, 256), the same otherwise; or the three-warpgroup form: tile (192, 128), three consumer warpgroups, cluster (1, 1) or "
-                        "(2, 1)")
+                        "tile (128, 256), two consumer warpgroups, cluster (1, 1) or (2, 1); or the three-warpgroup "
+                        "form: tile (192, 128), three consumer warpgroups, cluster (1, 1) or (2, 1)")
         if cfg.cta_group != 1:
             errs.append("sm_90a has no 2-CTA MMA: cta_group must be 1")
         if not cfg.rs_a or cfg.dec_stages not in (2, 3):
@@ -303,7 +303,7 @@ def _mixed_narrow_ok(cfg: KernelConfig) -> bool:
     form = (tuple(cfg.mma_tile_mn), cfg.mma_warpgroups)
     return (cfg.problem == "dual" and form in (((128, 128), 2), ((192, 128), 3), ((128, 256), 2)) and cfg.swap_ab
             and cfg.ab_stages >= 2
-            and (cfg.cluster_mn == (1, 1) or (form == ((192, 128), 3) and cfg.cluster_mn == (2, 1))))
+            and (cfg.cluster_mn == (1, 1) or (form in (((192, 128), 3), ((128, 256), 2)) and cfg.cluster_mn == (2, 1))))
 
 
 def check_shape(problem: str, shape, arch: str | None = None) -> list[str]:
@@ -704,6 +704,13 @@ def sm90_dual_mixed_wide(shape=None) -> KernelConfig:
     return cfg if shape is None else _with_stream_k(cfg, shape)
 
 
+def sm90_dual_mixed_wide_pairs() -> KernelConfig:
+    """The wide form as split-K pairs (cluster (2, 1): one 256-row tile per 2-CTA cluster, each
+    rank half the k-blocks, then 64 KB each way through distributed shared memory, each rank
+    storing its 128 rows of C)."""
+    return replace(sm90_dual_mixed_wide(), cluster_mn=(2, 1), split_k=True)
+
+
 def sm90_dual_mixed_wg3(shape=None) -> KernelConfig:
     """The mixed-input dual kernel with three consumer warpgroups (exp. 86): tiles of 96
     columns of C (96 rows of B1 on the same rows of B2, interleaved as in the narrow form,
@@ -821,10 +828,14 @@ def mixed_dual_model_us(cfg: KernelConfig, shape) -> float:
 def _sm90_mixed_rule(shape) -> KernelConfig | None:
     """The mixed-input config where the rules above pick it, else None."""
     pick = _sm90_mixed_rule_wg3(shape)
-    if pick is not None and tuple(pick.mma_tile_mn) == (256, 128) and pick.cluster_mn == (1, 1):
-        wide = sm90_dual_mixed_wide(shape)
-        if mixed_dual_model_us(wide, shape) < MIXED_WIDE_MARGIN * mixed_dual_model_us(pick, shape):
-            return wide  # exp. 91
+    if pick is None or tuple(pick.mma_tile_mn) != (256, 128):
+        return pick
+    if pick.cluster_mn == (2, 1):  # split-K pairs: the wide form's where it has as many tiles
+        wide = sm90_dual_mixed_wide_pairs()
+        return wide if dual_tiles(wide, shape) == dual_tiles(pick, shape) else pick
+    wide = sm90_dual_mixed_wide(shape)
+    if mixed_dual_model_us(wide, shape) < MIXED_WIDE_MARGIN * mixed_dual_model_us(pick, shape):
+        return wide  # exp. 91
     return pick
 
 

@@ -16,7 +16,8 @@ group_forms.py, with the public call: its timings of kernels under ~40 us carry 
 Forms, grouped: rule (configs.select_config), mixed256 / mixed128 / mixed64 (the grouped
 mixed-input kernel, stream-K, tiles of 256 B rows x 128 A rows / 128 x 128 / 256 x 64), pairs
 (its split-K pairs).  Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its
-plan splits), narrow, wg3, wide (exp. 91) -- each with its own stream-K decision -- and pre91
+plan splits), narrow, wg3, wide (exp. 91) -- each with its own stream-K decision --, pairs,
+wg3pairs, widepairs (their split-K pairs) and pre91
 (the mixed-input pick of the rules before exp. 91).
 """
 
@@ -48,6 +49,9 @@ FORMS = {
         "narrow": configs.sm90_dual_mixed_narrow,
         "wg3": configs.sm90_dual_mixed_wg3,
         "wide": configs.sm90_dual_mixed_wide,
+        "widepairs": lambda shape: configs.sm90_dual_mixed_wide_pairs(),
+        "pairs": lambda shape: configs.sm90_dual_mixed_pairs(),
+        "wg3pairs": lambda shape: configs.sm90_dual_mixed_wg3_pairs(),
         "rule": lambda shape: configs.select_config("dual", "sm_90a", shape),
         # the mixed-input pick of the rules before exp. 91 (where they pick one)
         "pre91": configs._sm90_mixed_rule_wg3,

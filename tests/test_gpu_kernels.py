@@ -543,6 +543,21 @@ def test_dual_mixed_wide(shape):
 
 
 @_sm90_only
+@pytest.mark.parametrize("shape", [
+    (256, 4096, 7168, 1),  # 64 tiles = 64 clusters of 2 CTAs, 14 k-blocks per rank (the leaderboard shape)
+    (1, 128, 512, 1),  # one A row, 2 tiles, one k-block per rank
+    (200, 1024, 768, 1),  # ragged A rows (rank 1's C rows 128..199 of 256), 3 k-blocks: 1 + 2
+    (100, 512, 1536, 1),  # rank 1's C rows all past M (100 < 128)
+    (1100, 1024, 1024, 1),  # 80 tiles, 160 CTAs: more clusters than fit at once
+], ids=str)
+def test_dual_mixed_wide_pairs(shape):
+    """The wide form as split-K pairs (cluster (2, 1)): each rank runs half the k-blocks of a
+    256-row tile and the pair reduce-scatters 64 KB each way; each rank stores its 128 rows
+    of C in two staged passes.  Poisoned C and scale padding, twice."""
+    _run_dual_twice(configs.sm90_dual_mixed_wide_pairs(), shape, 61)
+
+
+@_sm90_only
 @pytest.mark.parametrize("shape,ctas,dp", [
     ((512, 3072, 7168, 1), 128, 0),  # 96 tiles x 28 k-blocks over 128 CTAs: 2 segments each
     ((300, 1024, 768, 1), 20, 0),  # 32 tiles x 3 k-blocks, ragged last row of tiles

@@ -438,11 +438,13 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
                                                       acc, ra, tCrB, b_p, sf_p, sf_r0)
             finish = Int32(1)
             if cutlass.const_expr(self.cluster_pairs):
-                # rank s keeps rows [64 s, 64 s + 64) of the C tile, summed over the pair,
-                # in its pass-0 accumulator positions, and stores only those rows
+                # rank s keeps rows [h s, h s + h) of the C tile (h = tile_n / 2: 64, or 128 in
+                # the wide form), summed over the pair, in its pass-0 accumulator positions
+                # (`_pass_index`), and stores only those rows (h / 64 staged passes)
+                h = self.tile_n // 2
                 self.pair_exchange(acc, s, a16_p)
-                self.store_c_t_staged(acc, tCcC, c_ptr.toint(), nb * self.n_per_tile, mb * self.tile_n + 64 * s, m, n,
-                                      ct, c_stage, passes=1)
+                self.store_c_t_staged(acc, tCcC, c_ptr.toint(), nb * self.n_per_tile, mb * self.tile_n + h * s, m, n,
+                                      ct, c_stage, passes=h // 64)
                 finish = Int32(0)
             elif cutlass.const_expr(self.config.split_k):
                 if ns > 1:
