@@ -154,7 +154,7 @@ def test_dual_rule_wg3_form():
                         ((640, 7168, 7168), "whole"), ((768, 14336, 4096), "whole"), ((384, 2048, 7168), "pairs")):
         cfg = pick(*shape)
         assert wg3(cfg) and kind(cfg) == form, (shape, cfg)
-    for shape in ((512, 4096, 7168), (256, 4096, 7168),  # N 4096: the (256, 128) form, its pairs
+    for shape in ((512, 4096, 7168), (256, 4096, 7168),  # N 4096: the wide form, its pairs (exp. 91)
                   (2048, 3072, 2048), (192, 9216, 4096),  # the model's margin: (256, 128) measured faster
                   (256, 1536, 7168), (128, 6144, 2048),  # the narrow form measured faster
                   (128, 1536, 7168), (200, 1536, 2048),  # 16 / 32 tiles: the stored-decode kernels
@@ -168,6 +168,51 @@ def test_dual_rule_wg3_form():
     s = (7168, 2304, 2048, 1)
     assert configs.mixed_dual_model_us(configs.sm90_dual_mixed_wg3(s), s) > configs.mixed_dual_model_us(
         configs.sm90_dual_mixed(s), s)
+
+
+def test_dual_rule_wide_form():
+    """Where the dual rule picks the wide mixed form (exp. 91: 64 columns of C x 256 A rows):
+    in place of the (256, 128) form where the cost model puts it 5% under (whole tiles or
+    stream-K), and of the (256, 128) split-K pairs where both have as many tiles; never in
+    place of the narrow or three-warpgroup forms or their pairs (H100: wide lost 5-19% there)."""
+    pick = lambda *s: configs.select_config("dual", "sm_90a", s + (1,))  # noqa: E731
+    wide = lambda c: c.a_prepass and c.mma_tile_mn == (128, 256) and c.mma_warpgroups == 2  # noqa: E731
+    kind = lambda c: "pairs" if c.cluster_mn == (2, 1) else "stream-K" if c.split_k else "whole"  # noqa: E731
+    # measured wins, new / old (one process, 3 rounds): the leaderboard's 0.898 / 0.912, fitted
+    # 0.904-0.940, checked 0.911-0.961 (every check shape the rule switched)
+    for shape, form in (((512, 4096, 7168), "whole"), ((256, 4096, 7168), "pairs"),
+                        ((1024, 2048, 7168), "whole"), ((768, 4096, 7168), "stream-K"),
+                        ((512, 7168, 7168), "stream-K"), ((4096, 4096, 4096), "whole"),
+                        ((192, 14336, 4096), "stream-K"), ((448, 7168, 2048), "whole"),
+                        ((640, 5120, 2048), "whole"), ((3072, 768, 2048), "stream-K"),
+                        ((512, 2048, 7168), "pairs"), ((448, 2048, 7168), "pairs")):
+        cfg = pick(*shape)
+        assert wide(cfg) and kind(cfg) == form, (shape, cfg)
+    for shape in ((640, 4096, 7168),  # 768 padded A rows against 640: measured 1.05 slower
+                  (384, 4096, 7168), (512, 3072, 7168), (768, 14336, 4096), (512, 6144, 2048),  # wg3 faster
+                  (384, 2048, 7168), (256, 3072, 4096), (320, 2048, 4096),  # wg3 pairs faster
+                  (256, 2048, 7168), (64, 4096, 7168)):  # the narrow form; M <= 64: the swap kernels
+        assert not wide(pick(*shape)), shape
+
+
+def test_mixed_wide_config_model():
+    """The wide config: valid whole, stream-K and as pairs; 64 columns of C x 256 A rows per
+    tile; 5 A16 stages of 32 KB in the shared-memory model; 128 accumulator registers; the A16
+    workspace padded to whole 256-row tiles (a TMA box past M measured 26% slower)."""
+    from nvfp4gemm.sm90.dual_mixed import a16_rows
+
+    cfg = configs.sm90_dual_mixed_wide()
+    for c in (cfg, dataclasses.replace(cfg, split_k=True), configs.sm90_dual_mixed_wide_pairs()):
+        assert not configs.check_config(c), configs.check_config(c)
+    assert configs.dual_tiles(cfg, (512, 4096, 7168, 1)) == 2 * 64
+    assert configs.dual_tiles(cfg, (300, 1024, 768, 1)) == 2 * 16
+    assert configs.mixed_a16_stages(cfg) == 5 and configs.mixed_a16_stages(configs.sm90_dual_mixed()) == 8
+    # 2 stages x (128 rows x 128 B + 2 atoms x 2 KB) + 5 A16 sub-blocks x 32 KB + 64 C rows x 128 B + 1 KB
+    assert configs.sm90_smem_bytes(cfg) == 2 * (128 * 128 + 2 * 2048) + 5 * 32768 + 64 * 128 + 1024
+    assert configs.sm90_acc_registers(cfg) == 128
+    assert (a16_rows(cfg, 300), a16_rows(cfg, 512), a16_rows(configs.sm90_dual_mixed(), 300)) == (512, 512, 300)
+    bad = dataclasses.replace(cfg, mma_warpgroups=3)
+    assert configs.check_config(bad), "tile (128, 256) needs two consumer warpgroups"
 
 
 # Measured (H100, 2026-11-25, exps. 86 and 88; one process, medians of 3 rounds): us of the

@@ -52,6 +52,11 @@ def _cases():
     # and the three-warpgroup form stream-K (the leaderboard's 256x3072x4096 runs it as pairs)
     for shape in ((300, 2048, 2048, 1), (1536, 512, 2048, 1), (256, 1536, 2048, 1), (384, 3072, 7168, 1)):
         seen.setdefault(("dual", configs.select_config("dual", "sm_90a", shape)), shape)
+    # the (256, 128) mixed form whole, stream-K and as split-K pairs: the wide form (exp. 91)
+    # took the leaderboard shapes that ran them
+    for cfg in (configs.sm90_dual_mixed(), replace(configs.sm90_dual_mixed(), split_k=True),
+                configs.sm90_dual_mixed_pairs()):
+        seen.setdefault(("dual", cfg), (640, 4096, 7168, 1))
     # the dual swap kernel with MMA N 16 (M <= 16 now runs the skinny kernel)
     seen.setdefault(("dual", configs.sm90_dual_swap_ab((16, 4096, 7168, 1))), (16, 4096, 7168, 1))
     # the 2-buffer decode path (wgmmas drained at each sub-block barrier), which the rules
