@@ -18,7 +18,8 @@ mixed-input kernel, stream-K, tiles of 256 B rows x 128 A rows / 128 x 128 / 256
 (its split-K pairs).  Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its
 plan splits), narrow, wg3, wide (exp. 91) -- each with its own stream-K decision --, pairs,
 wg3pairs, widepairs (their split-K pairs) and pre91
-(the mixed-input pick of the rules before exp. 91).
+(the mixed-input pick of the rules before exp. 91); FORM@nopad: a dual mixed form with an A16
+workspace of exactly M rows, as before exp. 92 (a TMA box may then pass the tensor's end).
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ def main() -> int:
     prob = args.problem
     forms = (args.forms or ("rule,mixed256" if prob == "group" else "rule,mixed")).split(",")
     rows = []
+    keep = []  # workspaces the packed launches point into
     for shape in parse_shapes(prob, args.shapes):
         if prob == "dual":
             data = R.generate_input(*shape, 1111, device="cuda", poison_padding=True)
@@ -102,7 +104,8 @@ def main() -> int:
             label = " ".join(f"{m}" for m in ms) + f" | N {ns[0]} K {ks[0]}"
         runs = {}
         for name in forms:
-            cfg = FORMS[prob][name](shape)
+            base, _, variant = name.partition("@")
+            cfg = FORMS[prob][base](shape)
             if cfg is None or configs.check_config(cfg) or not configs.fits(cfg, shape):
                 print(f"{name}: not valid for this shape", flush=True)
                 continue
@@ -115,6 +118,17 @@ def main() -> int:
                     continue
             ck = harness.compile_kernel(prob, "sm_90a", cfg, shape)
             fargs = mod.runtime_args(data, cfg, torch.cuda.current_stream())
+            if variant == "nopad":  # dual mixed forms: an A16 workspace of exactly M rows (before exp. 92)
+                from cutlass import Int32
+                from cutlass.cute.runtime import make_ptr
+
+                m, _n, k, _l = shape
+                a16 = torch.empty((m, k), dtype=torch.float16, device="cuda")
+                fargs = list(fargs)
+                fargs[2] = make_ptr(fargs[2].dtype, a16.data_ptr(), fargs[2].memspace, assumed_align=16)
+                fargs[15] = Int32(m)
+                fargs = tuple(fargs)
+                keep.append(a16)
             for c in outs:
                 c.fill_(float("nan"))
             ck.fn(*fargs)

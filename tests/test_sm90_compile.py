@@ -222,8 +222,9 @@ def test_dual_ragged_m_is_accepted(shape):
     m, n, _, l = shape
     if cfg.skinny:  # M = 1: the mma.sync kernel, one CTA per 16 rows of B1 / B2 and batch
         assert configs.dual_tiles(cfg, shape) == n // cfg.mma_tile_mn[0] * l
-    elif cfg.swap_ab:
-        assert configs.dual_tiles(cfg, shape) == -(-m // cfg.mma_tile_mn[1]) * (n // 128) * l
+    elif cfg.swap_ab:  # columns of C per tile: 128 (dual swap), tile M / 2 (mixed-input forms)
+        cols = cfg.mma_tile_mn[0] // 2 if cfg.a_prepass else 128
+        assert configs.dual_tiles(cfg, shape) == -(-m // cfg.mma_tile_mn[1]) * -(-n // cols) * l
     else:
         assert configs.dual_tiles(cfg, shape) == -(-m // 128) * (n // cfg.mma_tile_mn[1]) * l
 

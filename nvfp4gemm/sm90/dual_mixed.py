@@ -64,14 +64,22 @@ H200, 2026-11-21 (notes/sm90.md exp. 65): 512x4096x7168 90.8 us against 99.5 for
 128x128 kernel and 82.0 for cuBLAS on pre-decoded fp16 operands (before the dependent
 launch); it loses where its 128 x 128 C tiles fill under 90% of a wave (configs.MIXED_MIN_WAVE).
 
+  Wide form (config tile (128, 256), exp. 91): tiles of 64 columns of C (interleaved as in
+  the narrow form) x 256 A rows; each consumer warpgroup issues one m64 x n256 x k16 wgmma per
+  k16 step.  The same MACs and accumulators per CTA as the (256, 128) form, but each thread
+  decodes half as many B rows per MAC: H100, 512x4096x7168 0.898x of the (256, 128) form (87.1
+  -> 78.2 us; k-block 2.50 us against 2.88).  A16 sub-blocks are 32 KB, so the ring holds 5
+  (`configs.mixed_a16_stages`), waited for two at a time (`Sm90MixedCommon.mainloop_mixed`).
+  Also as split-K pairs (each rank stores its 128 rows of C).
+
 Constraints (can_implement): configs.check_shape (N % 64, K % 256), N a multiple of the
-tile's columns of C (128; narrow 64; the three-warpgroup form's last tile may hold 32 or 64
-of its 96, exp. 88), L == 1,
-any M >= 1 (TMA zero-fills A16 rows past M, C rows past M are not stored); split-K pairs
-also K >= 512 (a k-block per rank).  Needs an
-M x K fp16 workspace (`a16_workspace`) and, with split_k, 128 KB of fp32 per CTA (a partial
-is consumer threads x accumulators x 4: 128, 64 or 96 KB) plus a flag per CTA
-(`stream_k_workspace`).
+tile's columns of C (128; narrow and wide 64; the three-warpgroup form's last tile may hold
+32 or 64 of its 96, exp. 88), L == 1, any M >= 1 (C rows past M are not stored); split-K
+pairs also K >= 512 (a k-block per rank).  Needs an fp16 A16 workspace of K columns and M
+rows rounded up to whole tiles of A rows, the rows past M zero (`a16_workspace`, `a16_rows`:
+a TMA box reaching past the tensor's end measured up to 26% slower, exps. 91-92) and, with
+split_k, 128 KB of fp32 per CTA (a partial is consumer threads x accumulators x 4: 128, 64
+or 96 KB) plus a flag per CTA (`stream_k_workspace`).
 """
 
 from __future__ import annotations
@@ -208,16 +216,14 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
         k: Int32,
         num_ctas: Int32,
         dp_tiles: Int32,
+        a16_m: Int32,
         stream: cuda.CUstream,
     ):
         kh = k // 2
-        # (M, K) fp16 A16 (the pre-pass writes it, the main kernel TMA-loads it), K-major; the
-        # wide form's workspace has whole 256-row tiles (`a16_rows`: rows past M zero), so no
-        # A16 box reaches past the tensor
-        m16 = m
-        if cutlass.const_expr(self.tile_n > 128):
-            m16 = (m + self.tile_n - 1) // self.tile_n * self.tile_n
-        mA16 = cute.make_tensor(a16_ptr, cute.make_layout((m16, k), stride=(k, 1)))
+        # (a16_m, K) fp16 A16 (the pre-pass writes rows < M, the main kernel TMA-loads it),
+        # K-major; a16_m = `a16_rows`: whole tiles of A rows (rows past M zero), so no A16 box
+        # reaches past the tensor (exps. 91-92: such boxes are slow)
+        mA16 = cute.make_tensor(a16_ptr, cute.make_layout((a16_m, k), stride=(k, 1)))
         # (N, K/2) packed e2m1 bytes
         mB1 = cute.make_tensor(b1_ptr, cute.make_layout((n, kh), stride=(kh, 1)))
         mB2 = cute.make_tensor(b2_ptr, cute.make_layout((n, kh), stride=(kh, 1)))
@@ -292,7 +298,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
         st = smem.allocate(self.shared_storage)
         b_pipe = self._make_pipe(st.mbar.data_ptr(), self.ab_stages, self.tx_bytes, self.num_mma_wg * 4)
         a_pipe = self._make_pipe(st.mbar16.data_ptr(), self.a16_stages, self.tx_a16, self.num_mma_threads)
-        tiles_m = (m + self.tile_n - 1) // self.tile_n  # tiles over A rows (ragged: zero-filled)
+        tiles_m = (m + self.tile_n - 1) // self.tile_n  # tiles over A rows (A16 rows past M are zero)
         tiles_n = n // self.n_per_tile
         if cutlass.const_expr(self.ragged_n):
             tiles_n = (n + self.n_per_tile - 1) // self.n_per_tile
@@ -522,17 +528,19 @@ def compile_args(config: KernelConfig, m: int, n: int, k: int, l: int) -> tuple:
     return (p(cutlass.Uint8, 1 << 20), p(cutlass.Int32, 2 << 20), p(cutlass.Float16, 3 << 20),
             p(cutlass.Uint8, 4 << 20), p(cutlass.Uint8, 5 << 20), p(cutlass.Int32, 6 << 20),
             p(cutlass.Int32, 7 << 20), p(cutlass.Float16, 8 << 20), p(cutlass.Float32, 9 << 20),
-            p(cutlass.Int32, 10 << 20), Int32(m), Int32(n), Int32(k), Int32(132), Int32(0), make_fake_stream())
+            p(cutlass.Int32, 10 << 20), Int32(m), Int32(n), Int32(k), Int32(132), Int32(0), Int32(a16_rows(config, m)),
+            make_fake_stream())
 
 
 _A16_CACHE: dict = {}
 
 
 def a16_rows(config: KernelConfig, m: int) -> int:
-    """Rows of the A16 workspace: M, or whole 256-row tiles in the wide form (its TMA boxes
-    then never pass the tensor's end)."""
+    """Rows of the A16 workspace: whole tiles of A rows, so the main kernel's A16 TMA boxes
+    never pass the tensor's end (H100: a box past M made 384x4096x7168 in the wide form 26%
+    slower, exp. 91; the other forms, exp. 92)."""
     tn = config.mma_tile_mn[1]
-    return -(-m // tn) * tn if tn > 128 else m
+    return -(-m // tn) * tn
 
 
 def a16_workspace(c, m: int, k: int, rows: int | None = None):
@@ -596,11 +604,12 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
 
     ctas, dp_tiles = stream_k_plan(config, m, n, k, c.device)
     tiles = dual_tiles(config, (m, n, k, 1))
+    rows = a16_rows(config, m)
     # partials and flags only where the plan splits (otherwise never touched: C stands in)
     ws, flags = stream_k_workspace(c, ctas) if dp_tiles < tiles and config.cluster_mn == (1, 1) else (c, c)
     if not isinstance(stream, cuda.CUstream):
         stream = cuda.CUstream(stream.cuda_stream)
-    return (p(cutlass.Uint8, a), p(cutlass.Int32, sfa_p), p(cutlass.Float16, a16_workspace(c, m, k, a16_rows(config, m))),
+    return (p(cutlass.Uint8, a), p(cutlass.Int32, sfa_p), p(cutlass.Float16, a16_workspace(c, m, k, rows)),
             p(cutlass.Uint8, b1), p(cutlass.Uint8, b2), p(cutlass.Int32, sfb1_p), p(cutlass.Int32, sfb2_p),
             p(cutlass.Float16, c), p(cutlass.Float32, ws), p(cutlass.Int32, flags),
-            Int32(m), Int32(n), Int32(k), Int32(ctas), Int32(dp_tiles), stream)
+            Int32(m), Int32(n), Int32(k), Int32(ctas), Int32(dp_tiles), Int32(rows), stream)
