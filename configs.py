@@ -260,10 +260,11 @@ def check_config(cfg: KernelConfig) -> list[str]:
     else:
         if cfg.a_prepass and cfg.problem == "group" and cfg not in (sm90_group_mixed(), sm90_group_mixed(True),
                                                                      sm90_group_mixed(tile=(128, 128)),
-                                                                     sm90_group_mixed(tile=(256, 64))):
+                                                                     sm90_group_mixed(tile=(256, 64)),
+                                                                     sm90_group_mixed(tile=(128, 256))):
             errs.append("a_prepass (mixed-input grouped kernel) needs tile (256, 128), swap_ab, ab_stages 2, "
-                        "split_k, cluster (1, 1) (stream-K segments) or (2, 1) (split-K pairs); or tile (128, 128) "
-                        "or (256, 64), stream-K")
+                        "split_k, cluster (1, 1) (stream-K segments) or (2, 1) (split-K pairs); or tile (128, 128), "
+                        "(256, 64) or (128, 256), stream-K")
         if cfg.a_prepass and cfg.problem == "dual" and (
                 (tm, tn) != (256, 128) or not cfg.swap_ab or cfg.ab_stages != 2
                 or cfg.cluster_mn not in ((1, 1), (2, 1))) and not _mixed_narrow_ok(cfg):
@@ -882,7 +883,8 @@ def sm90_group_mixed(pairs: bool = False, tile=(256, 128)) -> KernelConfig:
     and 78): every group's A decoded once to fp16 by a pre-pass, B_g decoded into wgmma
     registers.  Tile: tile[0] rows of B_g (the register operand: 256, or 128 as in exp. 80) x
     tile[1] rows of A_g (128, or 64 for M_g <= 64, exp. 90: one m64 x n64 wgmma width, each
-    group's A16 rows padded to 64); stream-K segments made on the host (`mixed_group_plan`),
+    group's A16 rows padded to 64; or 256 with 128 B_g rows, the dual wide form's m64 x n256
+    wgmmas, exp. 93); stream-K segments made on the host (`mixed_group_plan`),
     or with `pairs` (256-row tiles only) one tile per 2-CTA cluster, each rank half its
     k-blocks (cluster (2, 1), exp. 79)."""
     return KernelConfig("group", "sm_90a", tuple(tile), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
@@ -930,6 +932,25 @@ def _sm90_group_mixed_rule(shape) -> KernelConfig | None:
     tiles = sum((n // tm) * ceil_div(m, tn) for m, n, _k in shape)
     sms = SM_COUNT["sm_90a"]
     return sm90_group_mixed(pairs=True) if MIXED_PAIRS_MIN_WAVE * sms <= 2 * tiles <= sms else None
+
+
+# The grouped mixed-input kernel with 256-row A tiles (exp. 93: the dual wide form's m64 x n256
+# wgmmas, 128 B_g rows per tile) where that pads no group's A rows beyond the 128-row tiles of
+# the other kernels, i.e. every M_g has an even number of 128-row blocks (M_g in (128, 256],
+# (384, 512], ...), and every N_g is a multiple of 128.  H100, 2026-11-25, one process, 3
+# rounds, against the rule's pick (stored-decode 128 x 256): fitted on g4 M256 N7168 K4096
+# 0.818, g8 M200-256 N4096 K7168 0.879, g2 M512 N4096 K7168 0.874, g2 M768/512 N2048 K2048
+# 0.937; g8 M384-640 N14336 K4096 (4608 padded rows against 4224) lost 1.056, and the
+# leaderboard cases (M_g 40-384: 1.5-2x the rows) 1.09-1.29.  Checked on 8 shapes not used to
+# fit it: 6 won 0.835-0.946 (N_g 2048-8192, K_g 2048-7168, 1-8 groups), 2 with N_g 1024 lost
+# (g16 M150-240 K2048 1.083, g4 M256 K1024 1.401: few B tiles, the pre-pass and fixed costs
+# weigh more), so N_g >= MIXED_WIDE_GROUP_MIN_N -- fitted on those two, not validated.
+MIXED_WIDE_GROUP_MIN_N = 2048
+
+
+def _sm90_group_wide_ok(shape) -> bool:
+    rows = lambda t: sum(ceil_div(m, t) * t for m, _n, _k in shape)  # noqa: E731
+    return all(n % 128 == 0 and n >= MIXED_WIDE_GROUP_MIN_N for _m, n, _k in shape) and rows(256) == rows(128)
 
 
 def mixed_group_plan(shapes, sms: int, tile=(256, 128), pairs: bool = False) -> dict:
@@ -1134,6 +1155,8 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         mixed = None if best.swap_ab else _sm90_group_mixed_rule(shape)
         if mixed is not None:
             return mixed
+        if not best.swap_ab and _sm90_group_wide_ok(shape):
+            return sm90_group_mixed(tile=(128, 256))  # exp. 93
         if best.swap_ab:
             max_m = max(m for m, _, _ in shape)
             mma_n = swap_mma_n(max_m)

@@ -13,9 +13,9 @@ short kernels), so only the kernels differ.  SPEC: shapes separated by ';'; grou
 by '/', a group 'MxNxK'; dual: 'MxNxK'.  (Session 26 wrote it for grouped configs as
 group_forms.py, with the public call: its timings of kernels under ~40 us carry that cost.)
 
-Forms, grouped: rule (configs.select_config), mixed256 / mixed128 / mixed64 (the grouped
-mixed-input kernel, stream-K, tiles of 256 B rows x 128 A rows / 128 x 128 / 256 x 64), pairs
-(its split-K pairs).  Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its
+Forms, grouped: rule (configs.select_config), mixed256 / mixed128 / mixed64 / mixedwide (the
+grouped mixed-input kernel, stream-K, tiles of 256 B rows x 128 A rows / 128 x 128 / 256 x 64 /
+128 x 256), pairs (its split-K pairs), pre93 (the rule's pick without exp. 93's wide tiles).  Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its
 plan splits), narrow, wg3, wide (exp. 91) -- each with its own stream-K decision --, pairs,
 wg3pairs, widepairs (their split-K pairs) and pre91
 (the mixed-input pick of the rules before exp. 91); FORM@nopad: a dual mixed form with an A16
@@ -42,8 +42,10 @@ FORMS = {
         "mixed256": lambda shape: configs.sm90_group_mixed(),
         "mixed128": lambda shape: configs.sm90_group_mixed(tile=(128, 128)),
         "mixed64": lambda shape: configs.sm90_group_mixed(tile=(256, 64)),
+        "mixedwide": lambda shape: configs.sm90_group_mixed(tile=(128, 256)),
         "pairs": lambda shape: configs.sm90_group_mixed(pairs=True),
         "rule": lambda shape: configs.select_config("group", "sm_90a", shape),
+        "pre93": lambda shape: _pre93_group(shape),
     },
     "dual": {
         "mixed": configs.sm90_dual_mixed,
@@ -58,6 +60,16 @@ FORMS = {
         "pre91": configs._sm90_mixed_rule_wg3,
     },
 }
+
+
+def _pre93_group(shape):
+    """The grouped rule's pick without exp. 93's 256-row-tile rule."""
+    keep = configs._sm90_group_wide_ok
+    configs._sm90_group_wide_ok = lambda _shape: False
+    try:
+        return configs.select_config("group", "sm_90a", shape)
+    finally:
+        configs._sm90_group_wide_ok = keep
 
 
 def parse_shapes(problem: str, spec: str) -> list:

@@ -166,6 +166,18 @@ def test_grouped_small_m_mixed64_rule():
     _run(R.generate_input(ms, ns, ks, len(shape), 12, device="cuda", poison_padding=True), "group")
 
 
+def test_grouped_wide_rule():
+    """Every M_g with an even number of 128-row blocks and N_g >= 2048: the rule picks the
+    grouped mixed-input kernel with 256-row A tiles (exp. 93); through custom_kernel, ragged
+    M_g, N and K per group, poisoned scale padding, two calls."""
+    if torch.cuda.get_device_capability()[0] == 10:
+        pytest.skip("sm_90a rule")
+    shape = ((200, 4096, 1024), (256, 2048, 2048), (129, 3072, 1536), (500, 2048, 512))
+    assert configs.select_config("group", "sm_90a", shape) == configs.sm90_group_mixed(tile=(128, 256))
+    ms, ns, ks = (list(x) for x in zip(*shape))
+    _run(R.generate_input(ms, ns, ks, len(shape), 13, device="cuda", poison_padding=True), "group")
+
+
 @pytest.mark.parametrize("shape,splits,full", [
     ((128, 768, 7168, 1), 8, 0),  # 12 tiles of 128x64, every tile split 8 ways (in-order sum)
     # 48 tiles, split 2 ways: 2-CTA cluster pairs (rule; 1536x512x7168 ran here until the
@@ -660,10 +672,15 @@ _GM_RAGGED = ((1, 512, 2048), (7, 256, 1024), (33, 768, 2048), (130, 512, 512), 
     # 64-row A tiles (one n64 wgmma width; A16 groups padded to 64 rows; 64 KB partials)
     ("64", ((64, 4096, 7168),) * 8), ("64", _GM_RAGGED), ("64", ((17, 256, 7168), (40, 512, 7168))),
     ("64", ((33, 7168, 2048), (64, 7168, 2048), (1, 4096, 2048), (50, 4096, 2048))),
+    # 256-row A tiles (m64 x n256 wgmmas, one m64 rep of B_g per warpgroup, 5 A16 stages, A16
+    # groups padded to 256 rows, 128 KB partials)
+    ("wide", configs.GROUP_BENCHMARKS[2]), ("wide", _GM_RAGGED), ("wide", ((1, 128, 7168), (300, 128, 7168))),
+    ("wide", ((600, 14336, 4096), (384, 14336, 4096))),
 ], ids=["g8-N4096-K7168", "g8-N7168-K2048", "ragged", "few-tiles", "many-tiles",
         "pairs-g2-N3072-K4096", "pairs-g2-N4096-K1536", "pairs-ragged", "pairs-odd-kb", "pairs-2-waves",
         "128-g2-N3072-K4096", "128-g2-N4096-K1536", "128-ragged", "128-few-tiles",
-        "64-g8-M64", "64-ragged", "64-few-tiles", "64-mixed"])
+        "64-g8-M64", "64-ragged", "64-few-tiles", "64-mixed",
+        "wide-g2-N3072-K4096", "wide-ragged", "wide-few-tiles", "wide-many-tiles"])
 def test_grouped_mixed(pairs, shape):
     """The grouped mixed-input kernel (A pre-pass to fp16 + PDL, B_g in wgmma registers),
     host-made stream-K segments or split-K pairs: poisoned C and scale padding; the same
@@ -671,8 +688,8 @@ def test_grouped_mixed(pairs, shape):
     reused), bit-identical results (fixed reduction order), flags left zero."""
     from nvfp4gemm.sm90 import grouped_mixed as gm
 
-    cfg = {"128": configs.sm90_group_mixed(tile=(128, 128)), "64": configs.sm90_group_mixed(tile=(256, 64))}.get(
-        pairs) or configs.sm90_group_mixed(pairs)
+    cfg = {"128": configs.sm90_group_mixed(tile=(128, 128)), "64": configs.sm90_group_mixed(tile=(256, 64)),
+           "wide": configs.sm90_group_mixed(tile=(128, 256))}.get(pairs) or configs.sm90_group_mixed(pairs)
     gm.Sm90GroupedMixedKernel.can_implement(cfg, shape)
     ms, ns, ks = (list(x) for x in zip(*shape))
     data = R.generate_input(ms, ns, ks, len(shape), 31, device="cuda", poison_padding=True)

@@ -337,3 +337,20 @@ def test_mixed_group_plan_pairs(shape):
         kbs = shape[g][2] // 256
         assert p["segs"][2 * t] == (g, nb, m0, 0, kbs // 2, 0, 2)
         assert p["segs"][2 * t + 1] == (g, nb, m0, kbs // 2, kbs, 1, 2)
+
+
+def test_grouped_rule_wide_tiles():
+    """Where the grouped rule picks the mixed-input kernel with 256-row A tiles (exp. 93): every
+    M_g has an even number of 128-row blocks (no padding beyond the other kernels' tiles) and
+    every N_g >= 2048; the leaderboard cases and the measured losses keep their kernels."""
+    wide = configs.sm90_group_mixed(tile=(128, 256))
+    pick = lambda *groups: configs.select_config("group", "sm_90a", tuple(groups))  # noqa: E731
+    for shape in ([(256, 7168, 4096)] * 4, [(512, 4096, 7168)] * 2, [(420, 5120, 2048), (512, 5120, 2048)],
+                  [(1024, 3072, 4096), (768, 3072, 4096)], [(256, 8192, 4096)],
+                  [(160, 2048, 7168), (256, 2048, 7168), (200, 2048, 7168)]):
+        assert pick(*shape) == wide, shape
+    for shape in ([(150 + 6 * i, 1024, 2048) for i in range(16)],  # N 1024: measured 1.08 slower
+                  [(256, 1024, 1024)] * 4,  # 1.40
+                  [(512, 14336, 4096), (384, 14336, 4096), (640, 14336, 4096)],  # 384 / 640: odd block counts
+                  *configs.GROUP_BENCHMARKS, *configs.GROUP_TESTS):
+        assert pick(*shape) != wide, shape

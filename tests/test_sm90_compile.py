@@ -40,8 +40,12 @@ def _cases():
     seen.setdefault(("group", replace(configs._sm90_swap_ab("group", 64), split_k=True)), ((64, 4096, 7168),) * 8)
     # grouped 128x256 stored-decode tiles (the rule's pick for N_g 2048; the 8-group leaderboard
     # cases now run the mixed-input kernel) and the grouped mixed-input split-K pairs
-    for shape in (((256, 2048, 7168),) * 8, ((64, 4096, 7168), (128, 4096, 7168), (96, 4096, 7168))):
+    for shape in (((384, 2048, 7168),) * 8, ((64, 4096, 7168), (128, 4096, 7168), (96, 4096, 7168))):
         seen.setdefault(("group", configs.select_config("group", "sm_90a", shape)), shape)
+    # the grouped mixed-input kernel's 256-row A tiles (exp. 93: every M_g an even number of
+    # 128-row blocks, N_g >= 2048)
+    wide_g = ((256, 7168, 4096),) * 4
+    seen.setdefault(("group", configs.select_config("group", "sm_90a", wide_g)), wide_g)
     # grouped swap with MMA N 16 (every M_g <= 16 now runs the skinny kernel)
     seen.setdefault(("group", replace(configs._sm90_swap_ab("group", 16), split_k=True)), ((8, 4096, 7168),) * 8)
     for shape in ((17, 4096, 7168, 1), (32, 4096, 7168, 1), (64, 4096, 7168, 1), (24, 14336, 4096, 1)):
@@ -324,12 +328,14 @@ def test_grouped_mixed_rule():
                   ((33, 7168, 4096), (64, 7168, 4096))]:
         assert configs.select_config("group", "sm_90a", shape) == configs.sm90_group_mixed(tile=(256, 64)), shape
     for shape in configs.GROUP_BENCHMARKS[3:] + [
-            ((256, 2048, 7168),) * 8, ((32, 4096, 7168),) * 8,  # N 2048; M_g <= 32 (swap MMA N 32)
+            ((384, 2048, 7168),) * 8, ((32, 4096, 7168),) * 8,  # N 2048; M_g <= 32 (swap MMA N 32)
             ((40, 4096, 2048), (50, 4096, 2048), (60, 4096, 2048), (64, 4096, 2048)),  # ranked non-swap
             ((128, 4096, 7168),) * 8,  # 256 CTAs as pairs, and stream-K is no rule
             ((192, 4096, 4096), (320, 4096, 4096)),  # K 4096
             ((600, 4096, 7168), (300, 3968, 7168))]:  # N % 256
         assert not configs.select_config("group", "sm_90a", shape).a_prepass, shape
+    # N 2048 with 256 rows per group: the 256-row A tiles (exp. 93), not the pairs
+    assert configs.select_config("group", "sm_90a", ((256, 2048, 7168),) * 8) == configs.sm90_group_mixed(tile=(128, 256))
     assert not configs.check_config(pairs) and not configs.check_config(mixed)
     assert not configs.check_config(configs.sm90_group_mixed(tile=(128, 128)))
     assert not configs.check_config(configs.sm90_group_mixed(tile=(256, 64)))

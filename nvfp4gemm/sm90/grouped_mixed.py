@@ -14,12 +14,13 @@ a named barrier before the wgmma; here nothing decoded is stored by a thread:
      for the pre-pass, griddepcontrol.wait), one CTA per SM, walks its host-made list of
      segments (configs.mixed_group_plan): a segment is k-blocks kb0 .. kb1 - 1 of a tile =
      tile_m (256, or 128) rows of B_g (nb) x the A_g rows m0 .. m0 + tile_n - 1 (tile_n 128,
-     or 64 for M_g <= 64, exp. 90; ragged: A16's zero padding rows; their columns of C^T are
-     not stored).
+     or 64 for M_g <= 64, exp. 90, or 256 with 128 B_g rows: the dual wide form's m64 x n256
+     wgmmas, exp. 93; ragged: A16's zero padding rows; their columns of C^T are not stored).
        WG0  producer: all 128 threads cp.async one k-block of packed B_g rows (128B-swizzled)
             and its tile_m / 128 scale atoms into a 2-stage ring (per-group addresses, no
             descriptors); warp 0 also TMA-loads the tile's A16 sub-blocks (tile_n rows x 64
-            fp16) into an 8-stage ring (one descriptor over all groups).
+            fp16) into an 8-stage ring (5 stages of 32 KB with 256-row tiles, waited for two
+            at a time; one descriptor over all groups).
        WG1, WG2  consumers: each holds tile_m / 2 rows of B_g as wgmma register operands
             (m64 reps, `Sm90Common.decode_a`), decoded straight from the packed stage, and
             issues m64 x n(tile_n) x k16 wgmmas against the A16 stage
@@ -39,8 +40,11 @@ H100, 2026-11-25 (ab_compare against the stored-decode kernels the rule picks): 
 256 x 128 on g8 N4096 K7168 0.938 (141 -> 132 us), g8 N7168 K2048 0.969 (exp. 78); 128 x 128
 on g2 N3072 K4096 0.982 (exp. 80); pairs 0.916-0.933 on 4 shapes with 64-66 tiles and long K
 (exp. 79); 256 x 64 against the swap_ab 256 x 64 stored-decode kernel on M_g <= 64 (MoE
-decode) 0.866-1.000 on 11 shapes (exp. 90).  Where each is selected: configs.CONFIG_MAP
-pins, `_sm90_group_mixed_rule` and the MIXED64 rule in configs.default_config.
+decode) 0.866-1.000 on 11 shapes (exp. 90); 128 x 256 against the stored-decode kernels where
+every M_g has an even number of 128-row blocks and N_g >= 2048: 0.818-0.946 on 10 shapes
+(exp. 93).  Where each is selected: configs.CONFIG_MAP
+pins, `_sm90_group_mixed_rule`, `_sm90_group_wide_ok` and the MIXED64 rule in
+configs.default_config.
 
 Constraints (can_implement): 1..16 groups, configs.check_shape (N_g % 64, K_g % 256), N_g a
 multiple of tile_m (the tile's B rows), any M_g >= 1; pairs: K_g >= 512.  Workspaces (cached
@@ -60,7 +64,7 @@ from cutlass import Int32, Int64
 from cutlass.cute.nvgpu import warpgroup
 
 import configs
-from configs import K_BLOCK, SM90_A16_STAGES, KernelConfig, check_shape, sm90_smem_bytes
+from configs import K_BLOCK, KernelConfig, check_shape, mixed_a16_stages, sm90_smem_bytes
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, sm_count
 from nvfp4gemm.sm90.grouped_gemm import (META_FIELDS, MAX_GROUPS, cached_launch_tables, group_meta_tensor, group_of,
@@ -75,7 +79,8 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
 
     def __init__(self, config: KernelConfig):
         super().__init__(config)
-        self.a16_stages = SM90_A16_STAGES  # A16 sub-blocks in flight (two k-blocks)
+        # A16 sub-blocks in flight: two k-blocks (8), or 5 of 32 KB with 256-row A tiles
+        self.a16_stages = mixed_a16_stages(config)
         self.a16_stage_bytes = self.tile_n * SUB_K * 2  # tile_n rows x 64 fp16
         # cluster (2, 1), exp. 79: split-K pairs instead of stream-K -- one tile per 2-CTA
         # cluster, rank s runs half its k-blocks, then the pair reduce-scatters through
