@@ -31,8 +31,8 @@ PROBLEMS = ("dual", "group")
 SMEM_LIMIT = {"sm_100a": 232448, "sm_90a": 232448}  # 227 KB usable per CTA on both
 TMEM_COLUMNS = 512  # sm_100a: 128 lanes x 512 columns of 32 bit per SM
 SM90_MAX_ACC_REGS = 128  # fp32 accumulator registers per consumer thread we allow
-SM90_A16_STAGES = 8  # fp16 A sub-blocks (tile N x 64) in flight in the mixed-input dual kernel
-# ... in the wide form (256 A rows: 32 KB a sub-block, 8 would not fit): waited for in pairs
+SM90_A16_STAGES = 8  # fp16 A sub-blocks (tile N x 64) in flight in the mixed-input kernels
+# ... with 256 A rows per tile (32 KB a sub-block, 8 would not fit): waited for in pairs
 SM90_A16_STAGES_WIDE = 5
 SM_COUNT = {"sm_100a": 148, "sm_90a": 132}
 

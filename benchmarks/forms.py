@@ -15,11 +15,12 @@ group_forms.py, with the public call: its timings of kernels under ~40 us carry 
 
 Forms, grouped: rule (configs.select_config), mixed256 / mixed128 / mixed64 / mixedwide (the
 grouped mixed-input kernel, stream-K, tiles of 256 B rows x 128 A rows / 128 x 128 / 256 x 64 /
-128 x 256), pairs (its split-K pairs), pre93 (the rule's pick without exp. 93's wide tiles).  Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its
-plan splits), narrow, wg3, wide (exp. 91) -- each with its own stream-K decision --, pairs,
-wg3pairs, widepairs (their split-K pairs) and pre91
-(the mixed-input pick of the rules before exp. 91); FORM@nopad: a dual mixed form with an A16
-workspace of exactly M rows, as before exp. 92 (a TMA box may then pass the tensor's end).
+128 x 256), pairs (its split-K pairs), pre93 (the rule's pick without exp. 93's wide tiles).
+Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its plan splits), narrow,
+wg3, wide (exp. 91) -- each with its own stream-K decision --, pairs, wg3pairs, widepairs
+(their split-K pairs) and pre91 (the mixed-input pick of the rules before exp. 91);
+FORM@nopad: a dual mixed form with an A16 workspace of exactly M rows, as before exp. 92 (a
+TMA box may then pass the tensor's end).
 """
 
 from __future__ import annotations
