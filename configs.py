@@ -840,6 +840,22 @@ def _sm90_mixed_rule(shape) -> KernelConfig | None:
     return pick
 
 
+# The wide form also where the rules above pick no mixed form and the stored-decode rule runs
+# whole tiles (no split-K, no cluster pairs), if its tiles fill half a wave
+# (MIXED_NARROW_MIN_WAVE) and pad A to no more rows than 128-row tiles do (exp. 94).  H100,
+# 2026-11-25, one process, 3 rounds, wide / stored-decode 128 x 128: declared before measuring,
+# then 7 of 7 such shapes won -- 192x5120x2048 0.814, 192x7168x7168 0.777, 256x5120x4096 0.703,
+# 256x7168x1024 0.860, 768x2048x2048 0.862, 1536x1024x2048 0.884, 3072x512x1024 0.976 (and
+# 256x7168x7168 0.778, exp. 91).  Where the stored-decode kernel runs as split-K cluster pairs
+# (half-wave fills) wide lost on 4 of 5 (256x4096x2048 1.020, 512x2048x1024 1.037,
+# 1024x1024x4096 1.010, 2048x512x4096 1.103; 448x2048x4096 0.956): excluded, fitted on them.
+def _sm90_wide_over_stored(shape) -> bool:
+    m, n, _k, l = shape
+    wide = sm90_dual_mixed_wide()
+    return (l == 1 and m > 64 and n % 64 == 0 and n >= MIXED_MIN_N and ceil_div(m, 256) * 256 == ceil_div(m, 128) * 128
+            and dual_tiles(wide, shape) >= MIXED_NARROW_MIN_WAVE * SM_COUNT["sm_90a"])
+
+
 def _sm90_mixed_rule_wg3(shape) -> KernelConfig | None:
     """The mixed-input config where the rules before exp. 91 pick it, else None."""
     cur = _sm90_mixed_rule_128(shape)
@@ -1131,7 +1147,13 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
             if sw.mma_tile_mn[1] < 64 or \
                     k // K_BLOCK >= 4 * split_plan(dual_tiles(sw, shape), SM_COUNT[arch], k // K_BLOCK)[2]:
                 return sw
-        return _sm90_mixed_rule(shape) or sm90_dual_tile_rule(shape)
+        mixed = _sm90_mixed_rule(shape)
+        if mixed is not None:
+            return mixed
+        stored = sm90_dual_tile_rule(shape)
+        if stored.cluster_mn == (1, 1) and not stored.split_k and _sm90_wide_over_stored(shape):
+            return sm90_dual_mixed_wide(shape)  # exp. 94
+        return stored
     # grouped: decode-sized M_g (MoE decode) on the mma.sync kernel (faster than the swap_ab
     # kernel on 12 of 13 shapes timed, a tie on M_g 1..16 N 7168 K 2048; notes/sm90.md
     # experiments 43, 45); otherwise rank the legal tiles

@@ -174,7 +174,9 @@ def test_dual_rule_wide_form():
     """Where the dual rule picks the wide mixed form (exp. 91: 64 columns of C x 256 A rows):
     in place of the (256, 128) form where the cost model puts it 5% under (whole tiles or
     stream-K), and of the (256, 128) split-K pairs where both have as many tiles; never in
-    place of the narrow or three-warpgroup forms or their pairs (H100: wide lost 5-19% there)."""
+    place of the narrow or three-warpgroup forms or their pairs (H100: wide lost 5-19% there);
+    over the stored-decode kernel's whole tiles where it pads no more A rows and fills half a
+    wave (exp. 94), not over its split-K cluster pairs."""
     pick = lambda *s: configs.select_config("dual", "sm_90a", s + (1,))  # noqa: E731
     wide = lambda c: c.a_prepass and c.mma_tile_mn == (128, 256) and c.mma_warpgroups == 2  # noqa: E731
     kind = lambda c: "pairs" if c.cluster_mn == (2, 1) else "stream-K" if c.split_k else "whole"  # noqa: E731
@@ -185,13 +187,20 @@ def test_dual_rule_wide_form():
                         ((512, 7168, 7168), "stream-K"), ((4096, 4096, 4096), "whole"),
                         ((192, 14336, 4096), "stream-K"), ((448, 7168, 2048), "whole"),
                         ((640, 5120, 2048), "whole"), ((3072, 768, 2048), "stream-K"),
-                        ((512, 2048, 7168), "pairs"), ((448, 2048, 7168), "pairs")):
+                        ((512, 2048, 7168), "pairs"), ((448, 2048, 7168), "pairs"),
+                        # exp. 94: over the stored-decode kernel's whole tiles (0.70-0.98)
+                        ((192, 5120, 2048), "whole"), ((256, 7168, 7168), "stream-K"),
+                        ((256, 5120, 4096), "stream-K"), ((1536, 1024, 2048), "whole"),
+                        ((3072, 512, 1024), "whole")):
         cfg = pick(*shape)
         assert wide(cfg) and kind(cfg) == form, (shape, cfg)
     for shape in ((640, 4096, 7168),  # 768 padded A rows against 640: measured 1.05 slower
                   (384, 4096, 7168), (512, 3072, 7168), (768, 14336, 4096), (512, 6144, 2048),  # wg3 faster
                   (384, 2048, 7168), (256, 3072, 4096), (320, 2048, 4096),  # wg3 pairs faster
-                  (256, 2048, 7168), (64, 4096, 7168)):  # the narrow form; M <= 64: the swap kernels
+                  (256, 2048, 7168), (64, 4096, 7168),  # the narrow form; M <= 64: the swap kernels
+                  # exp. 94: where the stored-decode kernel runs split-K cluster pairs (wide lost 1.01-1.10)
+                  (256, 4096, 2048), (512, 2048, 1024), (1024, 1024, 4096), (2048, 512, 4096),
+                  (384, 4096, 4096), (128, 14336, 4096)):  # more padded A rows than 128-row tiles
         assert not wide(pick(*shape)), shape
 
 
