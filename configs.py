@@ -1269,9 +1269,10 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # (scheduler.split_plan: 128 units).  H200, 2026-11-21, kernel-only, same run: 67.3 us
     # vs 73.8 for 128 tiles of 128x64 and 109.9 unsplit (notes/sm90.md, experiment 22);
     # 63.7 with the pairs reduced in a 2-CTA cluster (the rule's cluster_mn (2, 1), exp. 24).
-    # Now the rule gives it to the mixed-input kernel as split-K pairs: H100, 2026-11-24,
-    # 51.0 vs 56.9 us for the 128x128 pairs (exp. 72).  512x4096 runs the mixed-input kernel
-    # whole (128 tiles, one wave).
+    # Then the rule gave it to the mixed-input kernel as split-K pairs: H100, 2026-11-24,
+    # 51.0 vs 56.9 us for the 128x128 pairs (exp. 72); now to the wide form's pairs (64 tiles
+    # of 64 columns x 256 A rows): 51.4 -> 46.9 us (H100, 2026-11-25, exp. 91).  512x4096 runs
+    # the wide form whole (128 tiles, one wave): 87.1 -> 77.5 us against the (256, 128) form.
     **{("sm_90a", "dual", s): default_config("dual", "sm_90a", s) for s in DUAL_BENCHMARKS},
     # 256x3072x4096 (the rule's pick above): 128x96 (fused wgmma n = 192, two scale atoms
     # per B stage) gave 64 tiles split 2 ways over K: 37.5 us vs 41.3 for 128 tiles of 128x48
