@@ -94,8 +94,7 @@ from cutlass import Int32, Int64
 from cutlass.cute.nvgpu import warpgroup
 
 import configs
-from configs import (K_BLOCK, KernelConfig, check_shape, dual_tiles, mixed_a16_stages, mixed_c_stage_bytes,
-                     sm90_smem_bytes)
+from configs import K_BLOCK, KernelConfig, check_shape, dual_tiles, mixed_c_stage_bytes, sm90_smem_bytes
 from nvfp4gemm import scheduler
 from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.sm90 import decode
@@ -106,11 +105,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
     num_gemms = 1  # B1 stacked on B2 is one 256-row register operand
 
     def __init__(self, config: KernelConfig):
-        super().__init__(config)
-        # A16 sub-blocks in flight: two k-blocks (8), or 5 of 32 KB in the wide form (tile N 256)
-        self.a16_stages = mixed_a16_stages(config)
-        # bytes of one A16 sub-block stage: tile_n rows x 64 fp16
-        self.a16_stage_bytes = self.tile_n * SUB_K * 2
+        super().__init__(config)  # (Sm90MixedCommon: the A16 ring)
         # cluster (2, 1): every tile is one 2-CTA cluster, rank s runs k-blocks [s K/2,
         # (s + 1) K/2) and the pair reduce-scatters through distributed shared memory
         # (`pair_exchange`) instead of a stream-K partial through global memory
@@ -195,8 +190,6 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
         self.shared_storage = cute.struct(type("Storage", (), {"__annotations__": fields}))
         ours = shared_storage_bytes(self.config)
         assert ours <= 232448, f"shared memory {ours} B over the sm_90a limit"
-        # a stream-K finisher stages each partial (consumer threads x accumulators x 4) in the A16 ring
-        assert self.a16_stages * self.a16_stage_bytes >= 4 * self.tile_m * self.tile_n, "partial > A16 ring"
 
     @cute.jit
     def __call__(
@@ -543,13 +536,12 @@ def a16_rows(config: KernelConfig, m: int) -> int:
     return -(-m // tn) * tn
 
 
-def a16_workspace(c, m: int, k: int, rows: int | None = None):
+def a16_workspace(c, m: int, k: int, rows: int):
     """The fp16 A16 buffer (rows >= M, x K) of the pre-pass, cached per output tensor address
     and shape (as the split-K workspaces: a repeated call allocates nothing, two outputs never
     share one).  Rows past M are zeroed once (the pre-pass writes rows < M only)."""
     import torch
 
-    rows = m if rows is None else rows
     key = (c.device, c.data_ptr(), m, k, rows)
     ws = _A16_CACHE.get(key)
     if ws is None:

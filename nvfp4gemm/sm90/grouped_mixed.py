@@ -64,7 +64,7 @@ from cutlass import Int32, Int64
 from cutlass.cute.nvgpu import warpgroup
 
 import configs
-from configs import K_BLOCK, KernelConfig, check_shape, mixed_a16_stages, sm90_smem_bytes
+from configs import K_BLOCK, KernelConfig, check_shape, sm90_smem_bytes
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, sm_count
 from nvfp4gemm.sm90.grouped_gemm import (META_FIELDS, MAX_GROUPS, cached_launch_tables, group_meta_tensor, group_of,
@@ -78,10 +78,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
     num_gemms = 1
 
     def __init__(self, config: KernelConfig):
-        super().__init__(config)
-        # A16 sub-blocks in flight: two k-blocks (8), or 5 of 32 KB with 256-row A tiles
-        self.a16_stages = mixed_a16_stages(config)
-        self.a16_stage_bytes = self.tile_n * SUB_K * 2  # tile_n rows x 64 fp16
+        super().__init__(config)  # (Sm90MixedCommon: the A16 ring)
         # cluster (2, 1), exp. 79: split-K pairs instead of stream-K -- one tile per 2-CTA
         # cluster, rank s runs half its k-blocks, then the pair reduce-scatters through
         # distributed shared memory (`pair_exchange`) and rank s stores its 64 rows
@@ -137,8 +134,6 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         self.shared_storage = cute.struct(type("Storage", (), {"__annotations__": fields}))
         assert sm90_smem_bytes(self.config) == 1024 + self.ab_stages * (self.a_stage_bytes + self.sfa_atoms * SF_STAGE_BYTES) \
             + cute.cosize(self.a16_layout) * 2 + self.c_stage_bytes, "configs.sm90_smem_bytes disagrees with the buffers"
-        # a partial is tile_m x tile_n fp32 (the workspace slot holds the largest, PARTIAL_BYTES)
-        assert self.a16_stages * self.a16_stage_bytes >= 4 * self.tile_m * self.tile_n, "the finisher stages a partial in A16"
 
     @cute.jit
     def __call__(

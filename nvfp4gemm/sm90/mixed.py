@@ -27,7 +27,7 @@ import cutlass.pipeline as pipeline
 import cutlass.utils as utils
 from cutlass import Int32, Int64
 
-from configs import K_BLOCK
+from configs import K_BLOCK, mixed_a16_stages
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, Sm90Common
 
@@ -45,6 +45,15 @@ class Sm90MixedCommon(Sm90Common):
     operand: tile_n rows of A16 per 64-code sub-block)."""
 
     interleaved = False  # the dual kernel's narrow form sets it (B1 / B2 rows interleaved)
+
+    def __init__(self, config):
+        super().__init__(config)
+        # the A16 ring: sub-blocks of tile_n rows x 64 fp16, two k-blocks of them (8), or 5 of
+        # 32 KB with 256-row A tiles (configs.mixed_a16_stages)
+        self.a16_stages = mixed_a16_stages(config)
+        self.a16_stage_bytes = self.tile_n * SUB_K * 2
+        # a stream-K finisher stages each partial (tile_m x tile_n fp32) in the ring
+        assert self.a16_stages * self.a16_stage_bytes >= 4 * self.tile_m * self.tile_n, "partial > A16 ring"
 
     def sf_stage_bytes(self) -> int:
         """Scale bytes of one packed-B stage: two 128-row atoms (dual: B1's and B2's; grouped:
