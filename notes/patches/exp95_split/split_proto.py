@@ -29,6 +29,7 @@ def main():
     ap.add_argument("--alone", action="store_true", help="also time each subset alone")
     ap.add_argument("--wtile", default="128x256", help="the 'wide' subset's tile (diagnostic: 256x128)")
     ap.add_argument("--wfirst", action="store_true", help="launch the wide subset first, on the current stream")
+    ap.add_argument("--soak", type=float, default=0.0, help="then run each form back to back for this many s, printing wall-clock phase times")
     ap.add_argument("--wctas", default="", help="time the wide subset alone at these CTA counts")
     args = ap.parse_args()
     import torch
@@ -129,6 +130,24 @@ def main():
         for _ in range(args.rounds):
             for name, (fn, ts) in runs.items():
                 ts.append(timer(fn))
+        if args.soak:
+            import time
+            for name, (fn, _ts) in runs.items():
+                torch.cuda.synchronize()
+                t0 = time.time()
+                n = 0
+                ev = torch.cuda.Event(enable_timing=True)
+                ev2 = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                while time.time() - t0 < args.soak:
+                    for _ in range(50):
+                        fn()
+                    n += 50
+                    torch.cuda.synchronize()
+                ev2.record()
+                torch.cuda.synchronize()
+                print(f"  SOAK {name}: {t0:.3f} .. {time.time():.3f} {n} calls, {ev.elapsed_time(ev2) * 1e3 / n:.1f} us per call",
+                      flush=True)
         b = statistics.median(runs["rule"][1])
         for name, (fn, ts) in runs.items():
             med = statistics.median(ts)
