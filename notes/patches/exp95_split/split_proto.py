@@ -5,18 +5,43 @@ the others the (256, 128) tiles; each launch covers its subset of groups with it
 pre-pass, its own A16 and a CTA budget P / SMs - P; the second launch goes on a side stream
 (fork / join with events).  Timed against the rule's single launch, alternating rounds.
 
-    python3 scratch/split_proto.py [--shapes leaderboard|SPEC] [--ps 56,60,...] [--rounds 3]
+    python3 notes/patches/exp95_split/split_proto.py [--shapes leaderboard|SPEC] [--ps 56,60,...] [--rounds 3]
 """
 import argparse
 import statistics
 import sys
 import os
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the repository root (run from it: python3 notes/patches/exp95_split/split_proto.py ...)
+sys.path.insert(0, os.getcwd())
 import nvfp4gemm  # noqa: F401
 
 import configs
 from benchmarks.forms import parse_shapes
+
+
+def subset(data, idx):
+    """The grouped input `data` restricted to groups `idx` (same tensors)."""
+    abc, sfs, sfp, sizes = data
+    return ([abc[i] for i in idx], [sfs[i] for i in idx], [sfp[i] for i in idx], [sizes[i] for i in idx])
+
+
+def subset_launch(data, cfg, ck, ctas, stream, keep):
+    """A packed launch of the grouped mixed kernel `ck` over `data` with a stream-K plan for
+    `ctas` CTAs (the plan's SM count patched); its tables are appended to `keep`."""
+    from nvfp4gemm.dispatch import PackedLaunch
+    from nvfp4gemm.sm90 import grouped_gemm as GG
+    from nvfp4gemm.sm90 import grouped_mixed as GM
+
+    real = GM.sm_count
+    GM.sm_count = lambda dev: ctas
+    try:
+        GG._TABLES.clear()
+        fargs = GM.runtime_args(data, cfg, stream)
+        keep.append(dict(GG._TABLES))
+    finally:
+        GM.sm_count = real
+    return PackedLaunch(ck.fn, fargs)
 
 
 def main():
@@ -37,7 +62,6 @@ def main():
     from benchmarks.timing import Timer
     from nvfp4gemm import harness
     from nvfp4gemm.dispatch import PackedLaunch
-    from nvfp4gemm.sm90 import grouped_mixed as GM
     from nvfp4gemm.sm90 import grouped_gemm as GG
 
     timer = Timer(args.iters)
@@ -52,19 +76,7 @@ def main():
     ck_w = harness.compile_kernel("group", "sm_90a", cfg_w, configs.GROUP_BENCHMARKS[0])
 
     def launch_for(data, cfg, ck, ctas, stream):
-        real = GM.sm_count
-        GM.sm_count = lambda dev: ctas
-        try:
-            GG._TABLES.clear()
-            fargs = GM.runtime_args(data, cfg, stream)
-            keep.append(dict(GG._TABLES))
-        finally:
-            GM.sm_count = real
-        return PackedLaunch(ck.fn, fargs)
-
-    def subset(data, idx):
-        abc, sfs, sfp, sizes = data
-        return ([abc[i] for i in idx], [sfs[i] for i in idx], [sfp[i] for i in idx], [sizes[i] for i in idx])
+        return subset_launch(data, cfg, ck, ctas, stream, keep)
 
     for shape in parse_shapes("group", args.shapes):
         ms, ns, ks = (list(x) for x in zip(*shape))

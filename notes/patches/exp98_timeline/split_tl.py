@@ -1,6 +1,10 @@
-"""Exp. 98: %globaltimer / %smid per CTA of the grouped mixed kernel, one launch vs the split (exp. 95)."""
+"""Exp. 98: %globaltimer / %smid per CTA of the grouped mixed kernel, one launch vs the split (exp. 95).
+
+Apply stamps.patch first; from the repository root:
+    python3 notes/patches/exp98_timeline/split_tl.py SPEC P:Q[,P:Q] [ahead [wfirst]]"""
 import os, sys, statistics
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.getcwd())
+sys.path.insert(0, os.path.join(os.getcwd(), "notes", "patches", "exp95_split"))
 import nvfp4gemm  # noqa
 import configs
 import torch
@@ -8,9 +12,7 @@ import reference as R
 from benchmarks.forms import parse_shapes
 from benchmarks.timing import Timer
 from nvfp4gemm import harness
-from nvfp4gemm.dispatch import PackedLaunch
-from nvfp4gemm.sm90 import grouped_mixed as GM
-from nvfp4gemm.sm90 import grouped_gemm as GG
+from split_proto import subset, subset_launch  # noqa: E402
 
 spec = sys.argv[1]
 splits = sys.argv[2].split(",")
@@ -31,20 +33,7 @@ flush = Timer(1).flush_buf
 
 
 def launch_for(data, cfg, ck, ctas, stream):
-    real = GM.sm_count
-    GM.sm_count = lambda dev: ctas
-    try:
-        GG._TABLES.clear()
-        fargs = GM.runtime_args(data, cfg, stream)
-        keep.append(dict(GG._TABLES))
-    finally:
-        GM.sm_count = real
-    return PackedLaunch(ck.fn, fargs)
-
-
-def subset(data, idx):
-    abc, sfs, sfp, sizes = data
-    return ([abc[i] for i in idx], [sfs[i] for i in idx], [sfp[i] for i in idx], [sizes[i] for i in idx])
+    return subset_launch(data, cfg, ck, ctas, stream, keep)
 
 
 def read(key, n):
