@@ -69,6 +69,11 @@ class KernelConfig:
     # decodes A once to fp16, the main kernel TMA-loads it as the wgmma shared-memory operand
     # and decodes B1 / B2 (B_g) straight into wgmma registers (C^T tiles: swap_ab)
     a_prepass: bool = False
+    # sm_90a grouped mixed-input kernel with two tile forms side by side in one launch (exp.
+    # 99): the first CTAs run the (256, 128) form over the groups with an odd number of
+    # 128-row A blocks, the others the wide (128, 256) form over the rest (`two_forms_parts`,
+    # `mixed_group_two_forms_plan`); mma_tile_mn is the first form's tile
+    two_forms: bool = False
 
     @property
     def gemms(self) -> int:
@@ -89,6 +94,8 @@ class KernelConfig:
             form = {(128, 128): " narrow", (192, 128): " wg3", (128, 256): " wide"} if self.problem == "dual" else {}
             mode = form.get(tuple(self.mma_tile_mn), "") + \
                 (" pairs" if self.cluster_mn == (2, 1) else " streamK" if self.split_k else "")
+            if self.two_forms:
+                return f"mixed {m}x{n}+128x256 ab{self.ab_stages}" + mode
             return f"mixed {m}x{n} ab{self.ab_stages} a16x{mixed_a16_stages(self)}" + mode
         if self.swap_ab:
             s += " swapAB"
@@ -162,6 +169,8 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
     sub-blocks of every B (the wgmma reads B from shared memory; A is decoded into its
     registers, rs_a), plus the C staging buffers."""
     tm, tn = cfg.mma_tile_mn
+    if cfg.two_forms:  # each form allocates its own buffers in its CTAs' branch
+        return max(sm90_smem_bytes(part) for part in two_forms_parts(cfg))
     if cfg.a_prepass:  # packed register-operand rows (tm: B1 + B2, or B_g) and their scale atoms per
         # stage (dual: B1's and B2's; grouped: tm / 128); fp16 A ring; C staging
         atoms = 2 * mixed_dual_sf_atoms(tm) if cfg.problem == "dual" else tm // 128
@@ -261,10 +270,13 @@ def check_config(cfg: KernelConfig) -> list[str]:
         if cfg.a_prepass and cfg.problem == "group" and cfg not in (sm90_group_mixed(), sm90_group_mixed(True),
                                                                      sm90_group_mixed(tile=(128, 128)),
                                                                      sm90_group_mixed(tile=(256, 64)),
-                                                                     sm90_group_mixed(tile=(128, 256))):
+                                                                     sm90_group_mixed(tile=(128, 256)),
+                                                                     sm90_group_mixed_two_forms()):
             errs.append("a_prepass (mixed-input grouped kernel) needs tile (256, 128), swap_ab, ab_stages 2, "
                         "split_k, cluster (1, 1) (stream-K segments) or (2, 1) (split-K pairs); or tile (128, 128), "
-                        "(256, 64) or (128, 256), stream-K")
+                        "(256, 64) or (128, 256), stream-K; or the two forms (256, 128) + (128, 256)")
+        if cfg.two_forms and cfg != sm90_group_mixed_two_forms():
+            errs.append("two_forms is the grouped mixed-input kernel's (256, 128) + (128, 256) form only")
         if cfg.a_prepass and cfg.problem == "dual" and (
                 (tm, tn) != (256, 128) or not cfg.swap_ab or cfg.ab_stages != 2
                 or cfg.cluster_mn not in ((1, 1), (2, 1))) and not _mixed_narrow_ok(cfg):
@@ -366,6 +378,10 @@ def fits(cfg: KernelConfig, shape) -> bool:
         # sm_90a: the last row of tiles may be partial (TMA bounds)
         return (cfg.arch == "sm_90a" or m % tm == 0) and n % tn == 0
     # grouped: M is ragged (bounded loads/stores); N must be whole tiles
+    if cfg.two_forms:  # groups of both forms, each group's N whole tiles of its form's B rows
+        narrow, wide = two_forms_groups(shape)
+        return bool(narrow and wide) and all(shape[g][1] % 256 == 0 for g in narrow) \
+            and all(shape[g][1] % 128 == 0 for g in wide)
     if cfg.skinny:
         return all(m <= tn and n % tm == 0 for m, n, _ in shape)
     if cfg.swap_ab:
@@ -967,6 +983,88 @@ MIXED_WIDE_GROUP_MIN_N = 2048
 def _sm90_group_wide_ok(shape) -> bool:
     rows = lambda t: sum(ceil_div(m, t) * t for m, _n, _k in shape)  # noqa: E731
     return all(n % 128 == 0 and n >= MIXED_WIDE_GROUP_MIN_N for _m, n, _k in shape) and rows(256) == rows(128)
+
+
+def sm90_group_mixed_two_forms() -> KernelConfig:
+    """The grouped mixed-input kernel with both tile forms in one launch (exp. 99): CTAs
+    [0, P) run the (256, 128) form over the groups whose M_g has an odd number of 128-row
+    blocks, CTAs [P, ...) the wide (128, 256) form over the others, which it pads no further
+    (`mixed_group_two_forms_plan`).  One pre-pass, one PDL launch; each form is exactly its
+    single-form kernel, branched on the CTA index."""
+    return replace(sm90_group_mixed(), two_forms=True)
+
+
+def two_forms_parts(cfg: KernelConfig) -> tuple[KernelConfig, KernelConfig]:
+    """The (256, 128) and wide (128, 256) single-form configs a two-form config runs."""
+    assert cfg.two_forms
+    return sm90_group_mixed(), sm90_group_mixed(tile=(128, 256))
+
+
+def two_forms_groups(shapes) -> tuple[list[int], list[int]]:
+    """(groups of the (256, 128) form, groups of the wide form): a group goes wide where its
+    M_g has an even number of 128-row blocks (256-row tiles pad it no further)."""
+    narrow = [g for g, (m, _n, _k) in enumerate(shapes) if ceil_div(m, 128) % 2]
+    return narrow, [g for g in range(len(shapes)) if g not in narrow]
+
+
+# Per-k-block time (us) of each form's CTAs running beside the other form's (H100, exp. 98:
+# ~3.1 us for a wide k-block beside (256, 128) CTAs, ~2.65 alone); the split point P balances
+# the two forms' busiest CTAs under these.
+TWO_FORMS_KB_US = {(256, 128): 3.0, (128, 256): 3.1}
+TWO_FORMS_P_WINDOW = 6
+
+
+def plan_cta_loads(plan: dict) -> list[float]:
+    """k-blocks each CTA of a `mixed_group_plan` runs, plus STREAM_K_SEGMENT_KB per partial
+    it writes or adds (the plan's own charges)."""
+    segs, offs = plan["segs"], plan["seg_offs"]
+    loads = []
+    for c in range(plan["ctas"]):
+        load = 0.0
+        for _g, _nb, _m0, kb0, kb1, s, ns in segs[offs[c]:offs[c + 1]]:
+            load += kb1 - kb0 + STREAM_K_SEGMENT_KB * ((1 if s > 0 else ns - 1) if ns > 1 else 0)
+        loads.append(load)
+    return loads
+
+
+def mixed_group_two_forms_plan(shapes, sms: int, narrow_ctas: int | None = None) -> dict:
+    """Host schedule of the two-form grouped mixed-input kernel: `mixed_group_plan` of the
+    (256, 128) form's groups on CTAs [0, P) and of the wide form's groups on the next CTAs,
+    one segment table (group indices global).  A16 holds the wide groups first, each padded
+    to 256 rows (the wide form TMA-loads 256-row blocks), then the others padded to 128.
+    P (`narrow_ctas`, or chosen here) balances the two forms' busiest CTAs under
+    TWO_FORMS_KB_US, searched within TWO_FORMS_P_WINDOW of the work-proportional split; the
+    (256, 128) plan may use fewer than P CTAs, and the wide one gets all the others.
+    Returns mixed_group_plan's dict plus narrow_ctas (the first wide CTA)."""
+    narrow, wide = two_forms_groups(shapes)
+    if not narrow or not wide:
+        raise ValueError("the two-form kernel needs groups of both forms")
+    n_shapes, w_shapes = [shapes[g] for g in narrow], [shapes[g] for g in wide]
+    kb_n, kb_w = TWO_FORMS_KB_US[(256, 128)], TWO_FORMS_KB_US[(128, 256)]
+
+    def plans(p):  # (the wide form gets every CTA the (256, 128) plan leaves, which may be > sms - p)
+        pn = mixed_group_plan(n_shapes, p, (256, 128))
+        return pn, mixed_group_plan(w_shapes, sms - pn["ctas"], (128, 256))
+
+    if narrow_ctas is None:
+        work_n = kb_n * sum((n // 256) * ceil_div(m, 128) * (k // K_BLOCK) for m, n, k in n_shapes)
+        work_w = kb_w * sum((n // 128) * ceil_div(m, 256) * (k // K_BLOCK) for m, n, k in w_shapes)
+        p0 = round(sms * work_n / (work_n + work_w))
+        cands = range(max(1, p0 - TWO_FORMS_P_WINDOW), min(sms - 1, p0 + TWO_FORMS_P_WINDOW) + 1)
+        narrow_ctas = min(cands, key=lambda p: max(kb_n * max(plan_cta_loads(plans(p)[0])),
+                                                   kb_w * max(plan_cta_loads(plans(p)[1]))))
+    if not 1 <= narrow_ctas < sms:
+        raise ValueError(f"narrow_ctas {narrow_ctas} must be in [1, {sms})")
+    pn, pw = plans(narrow_ctas)
+    row0 = [0] * len(shapes)
+    for i, g in enumerate(wide):
+        row0[g] = pw["row0"][i]
+    for i, g in enumerate(narrow):
+        row0[g] = pw["a16_rows"] + pn["row0"][i]
+    segs = [(narrow[g], *rest) for g, *rest in pn["segs"]] + [(wide[g], *rest) for g, *rest in pw["segs"]]
+    offs = pn["seg_offs"] + [o + len(pn["segs"]) for o in pw["seg_offs"][1:]]
+    return {"segs": segs, "seg_offs": offs, "row0": row0, "a16_rows": pw["a16_rows"] + pn["a16_rows"],
+            "ctas": pn["ctas"] + pw["ctas"], "narrow_ctas": pn["ctas"]}
 
 
 def mixed_group_plan(shapes, sms: int, tile=(256, 128), pairs: bool = False) -> dict:

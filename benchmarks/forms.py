@@ -15,7 +15,8 @@ group_forms.py, with the public call: its timings of kernels under ~40 us carry 
 
 Forms, grouped: rule (configs.select_config), mixed256 / mixed128 / mixed64 / mixedwide (the
 grouped mixed-input kernel, stream-K, tiles of 256 B rows x 128 A rows / 128 x 128 / 256 x 64 /
-128 x 256), pairs (its split-K pairs), pre93 (the rule's pick without exp. 93's wide tiles).
+128 x 256), pairs (its split-K pairs), pre93 (the rule's pick without exp. 93's wide tiles),
+two (both forms side by side in one launch, exp. 99; two@P: split at CTA P, else the plan's).
 Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its plan splits), narrow,
 wg3, wide (exp. 91) -- each with its own stream-K decision --, pairs, wg3pairs, widepairs
 (their split-K pairs) and pre91 (the mixed-input pick of the rules before exp. 91);
@@ -47,6 +48,7 @@ FORMS = {
         "pairs": lambda shape: configs.sm90_group_mixed(pairs=True),
         "rule": lambda shape: configs.select_config("group", "sm_90a", shape),
         "pre93": lambda shape: _pre93_group(shape),
+        "two": lambda shape: configs.sm90_group_mixed_two_forms(),
     },
     "dual": {
         "mixed": configs.sm90_dual_mixed,
@@ -130,7 +132,10 @@ def main() -> int:
                     print(f"{name}: {e}", flush=True)
                     continue
             ck = harness.compile_kernel(prob, "sm_90a", cfg, shape)
-            fargs = mod.runtime_args(data, cfg, torch.cuda.current_stream())
+            if base == "two" and variant:  # two@P: the two-form kernel split at CTA P
+                fargs = mod.runtime_args(data, cfg, torch.cuda.current_stream(), int(variant))
+            else:
+                fargs = mod.runtime_args(data, cfg, torch.cuda.current_stream())
             if variant == "nopad":  # dual mixed forms: an A16 workspace of exactly M rows (before exp. 92)
                 from cutlass import Int32
                 from cutlass.cute.runtime import make_ptr

@@ -697,3 +697,51 @@ def test_grouped_mixed(pairs, shape):
     rows, _shapes = gm.group_table_rows(data)
     tabs = gm.cached_launch_tables(("mixed", cfg) + tuple(tuple(r) for r in rows), None)
     assert int(tabs[7].abs().sum()) == 0, "stream-K flags not reset"
+
+
+@_sm90_only
+@pytest.mark.parametrize("shape,narrow_ctas", [
+    (configs.GROUP_BENCHMARKS[0], None), (configs.GROUP_BENCHMARKS[1], None),
+    (configs.GROUP_BENCHMARKS[1], 34),
+    # one wide group (M 130) beside five (256, 128) ones, ragged rows and K_g
+    (_GM_RAGGED, None),
+    # a form on one CTA (every tile of it in segments of one CTA), and on all but one
+    (((100, 512, 1024), (200, 256, 2048), (300, 768, 4096), (500, 1024, 1024)), 1),
+    (((100, 512, 1024), (200, 256, 2048), (300, 768, 4096), (500, 1024, 1024)), 131),
+    # many whole tiles per CTA on both sides
+    (((600, 14336, 4096), (384, 14336, 4096), (130, 7168, 2048)), None),
+], ids=["g8-N4096-K7168", "g8-N7168-K2048", "g8-N7168-K2048-P34", "ragged", "narrow-on-1", "wide-on-1",
+        "many-tiles"])
+def test_grouped_mixed_two_forms(shape, narrow_ctas):
+    """Both grouped mixed-input forms in one launch (config two_forms): CTAs [0, P) the (256,
+    128) form, the rest the wide (128, 256) form, one pre-pass (wide groups first in A16),
+    stream-K on both sides; poisoned C and scale padding, three calls bit-identical, flags
+    left zero."""
+    from nvfp4gemm import harness
+    from nvfp4gemm.sm90 import grouped_mixed as gm
+
+    cfg = configs.sm90_group_mixed_two_forms()
+    gm.Sm90GroupedMixedTwoFormsKernel.can_implement(cfg, shape)
+    ms, ns, ks = (list(x) for x in zip(*shape))
+    data = R.generate_input(ms, ns, ks, len(shape), 37, device="cuda", poison_padding=True)
+    ck = harness.compile_kernel("group", "sm_90a", cfg, shape)
+    outs = [c for _, _, c in data[0]]
+    first = None
+    for _ in range(3):
+        args = gm.runtime_args(data, cfg, torch.cuda.current_stream(), narrow_ctas)
+        for c in outs:
+            c.fill_(float("nan"))
+        ck.fn(*args)
+        torch.cuda.synchronize()
+        assert not any(torch.isnan(c).any() for c in outs), "output not fully written (NaN left)"
+        ok, msg = R.check_implementation(data, outs)
+        assert ok, msg
+        if first is None:
+            first = [c.clone() for c in outs]
+        assert all(torch.equal(c0, c) for c0, c in zip(first, outs)), "result changed between calls"
+    rows, _shapes = gm.group_table_rows(data)
+    key = ("mixed", cfg) + tuple(tuple(r) for r in rows) + ((narrow_ctas,) if narrow_ctas is not None else ())
+    tabs = gm.cached_launch_tables(key, None)
+    assert int(tabs[7].abs().sum()) == 0, "stream-K flags not reset"
+    if narrow_ctas is not None:
+        assert tabs[12] <= narrow_ctas  # (the (256, 128) plan may need fewer CTAs than it is given)

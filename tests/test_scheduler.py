@@ -348,6 +348,39 @@ def test_mixed_group_plan_pairs(shape):
         assert p["segs"][2 * t + 1] == (g, nb, m0, kbs // 2, kbs, 1, 2)
 
 
+_TWO_FORMS_SHAPES = [s for s in _GM_SHAPES if all(configs.two_forms_groups(s))]
+
+
+@pytest.mark.parametrize("narrow_ctas", [None, 1, 40, 131])
+@pytest.mark.parametrize("shape", _TWO_FORMS_SHAPES, ids=lambda s: f"g{len(s)}-{s[0]}")
+def test_mixed_group_two_forms_plan(shape, narrow_ctas):
+    """configs.mixed_group_two_forms_plan: CTAs [0, narrow_ctas) hold exactly the
+    `mixed_group_plan` of the (256, 128) form's groups (on at most the CTAs asked for) and
+    the others that of the wide (128, 256) form's on the remaining SMs, group indices mapped
+    back; every tile's k-blocks once; A16 rows of the
+    wide groups first, 256-row aligned, then the others 128-aligned, none overlapping."""
+    sms = 132
+    narrow, wide = configs.two_forms_groups(shape)
+    assert all(-(-shape[g][0] // 128) % 2 for g in narrow) and not any(-(-shape[g][0] // 128) % 2 for g in wide)
+    p = configs.mixed_group_two_forms_plan(shape, sms, narrow_ctas)
+    ref_n = configs.mixed_group_plan([shape[g] for g in narrow], narrow_ctas or p["narrow_ctas"], (256, 128))
+    ref_w = configs.mixed_group_plan([shape[g] for g in wide], sms - ref_n["ctas"], (128, 256))
+    assert p["narrow_ctas"] == ref_n["ctas"] and p["ctas"] == ref_n["ctas"] + ref_w["ctas"] <= sms
+    offs, segs = p["seg_offs"], p["segs"]
+    k = p["narrow_ctas"]
+    assert segs[:offs[k]] == [(narrow[g], *r) for g, *r in ref_n["segs"]]
+    assert segs[offs[k]:] == [(wide[g], *r) for g, *r in ref_w["segs"]]
+    assert offs[:k + 1] == ref_n["seg_offs"] and [o - offs[k] for o in offs[k:]] == ref_w["seg_offs"]
+    spans = []
+    for g, (m, _n, _k) in enumerate(shape):
+        t = 256 if g in wide else 128
+        assert p["row0"][g] % t == 0
+        spans.append((p["row0"][g], p["row0"][g] + -(-m // t) * t))
+    spans.sort()
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])) and spans[-1][1] <= p["a16_rows"]
+    assert max(p["row0"][g] for g in wide) < min(p["row0"][g] for g in narrow)
+
+
 def test_grouped_rule_wide_tiles():
     """Where the grouped rule picks the mixed-input kernel with 256-row A tiles (exp. 93): every
     M_g has an even number of 128-row blocks (no padding beyond the other kernels' tiles) and

@@ -71,6 +71,8 @@ def _cases():
         cfg = (configs.sm90_dual_tile_rule(shape) if problem == "dual"
                else configs.default_config(problem, "sm_90a", shape))  # (the rule: 128x128 stored-decode)
         seen.setdefault((problem, configs._fill_stages(replace(cfg, dec_stages=2), cap=4)), shape)
+    # both grouped mixed-input forms in one launch (exp. 99)
+    seen.setdefault(("group", configs.sm90_group_mixed_two_forms()), configs.GROUP_BENCHMARKS[1])
     return [(p, c, s) for (p, c), s in seen.items()]
 
 
@@ -86,17 +88,18 @@ def test_compiles_f16_wgmma_no_spills(problem, cfg, shape, tmp_path):
     ptx = harness.read_ptx(ck.ptx_path)
     mmas = set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.(\w+)\.(\w+)\.(\w+)", ptx))
     assert mmas, "no wgmma.mma_async in the PTX"
+    parts = configs.two_forms_parts(cfg) if cfg.two_forms else (cfg,)
+    assert {int(n) for n, *_ in mmas} == {c.mma_tile_mn[1] * c.gemms for c in parts}, mmas
     for n, acc, a, b in mmas:
         assert (acc, a, b) == ("f32", "f16", "f16"), mmas
         # dual: B1 and B2 share one m64 x (2 * tile_n) wgmma (fused N); dual swap_ab
-        # stacks them on the M side instead (cfg.gemms == 1)
-        assert int(n) == cfg.mma_tile_mn[1] * cfg.gemms, mmas
+        # stacks them on the M side instead (cfg.gemms == 1); two_forms: each form's width
     assert "e2m1" not in ptx, "e2m1 conversion instruction in sm_90a PTX"
     if cfg.rs_a:  # A from registers: wgmma's A operand is a {4 x b32} register list
         assert re.search(r"wgmma\.mma_async[^;]*\}, \{%r", ptx), "rs_a but no register-A wgmma"
     if cfg.a_prepass:  # mixed-input kernels: nothing decoded is stored; A16 comes from a pre-pass
-        assert re.findall(r"griddepcontrol\.\w+", ptx) == ["griddepcontrol.launch_dependents",
-                                                          "griddepcontrol.wait"], "pre-pass / PDL handshake"
+        assert re.findall(r"griddepcontrol\.\w+", ptx) == ["griddepcontrol.launch_dependents"] + [
+            "griddepcontrol.wait"] * len(parts), "pre-pass / PDL handshake (each form's producer waits)"
         # the pre-pass stages its A16 stores through shared memory (coalescing); the main
         # kernel stores no decoded tile: its only shared stores are the epilogue's 32-bit C
         # pairs (a decoded tile is written 16 bytes at a time and needs a proxy fence before

@@ -213,6 +213,15 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
     def kernel(self, tma_a16: cute.CopyAtom, mA16: cute.Tensor, tiled_mma: cute.TiledMma, meta: cute.Tensor,
                row0: cute.Tensor, segs: cute.Tensor, seg_offs: cute.Tensor, ws_ptr: cute.Pointer,
                flags_ptr: cute.Pointer):
+        self.run_cta(tma_a16, mA16, tiled_mma, meta, row0, segs, seg_offs, ws_ptr, flags_ptr, None)
+
+    @cute.jit
+    def run_cta(self, tma_a16: cute.CopyAtom, mA16: cute.Tensor, tiled_mma: cute.TiledMma, meta: cute.Tensor,
+                row0: cute.Tensor, segs: cute.Tensor, seg_offs: cute.Tensor, ws_ptr: cute.Pointer,
+                flags_ptr: cute.Pointer, cta):
+        """CTA `cta` (None: this CTA's index) of this form: its shared memory and pipelines, then
+        its warpgroups' roles over segments segs[seg_offs[cta] : seg_offs[cta + 1]] (stream-K
+        slot and flag `cta`)."""
         self._make_layouts()
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -225,7 +234,8 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 128),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_mma_threads))
         a_pipe = self._make_pipe(st.mbar16.data_ptr(), self.a16_stages, self.tx_a16, self.num_mma_threads)
-        cta = cute.arch.block_idx()[0]
+        if cutlass.const_expr(cta is None):
+            cta = cute.arch.block_idx()[0]
         i0 = seg_offs[cta]
         i1 = seg_offs[cta + 1]
         cute.arch.sync_threads()
@@ -323,6 +333,90 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                                           Int32(meta[(g, 5)]), Int32(meta[(g, 6)]), ct, c_stage)
 
 
+class Sm90GroupedMixedTwoFormsKernel:
+    """Both grouped mixed-input tile forms in one launch (config `two_forms`, exp. 99).
+
+    The (256, 128) form pads each M_g to 128 rows; the wide (128, 256) form costs ~13% less
+    per MAC (exp. 93) but pads to 256.  Here CTAs [0, narrow_ctas) run the (256, 128) form
+    over the groups whose M_g has an odd number of 128-row blocks and the others run the
+    wide form over the rest (`configs.mixed_group_two_forms_plan`), each exactly its
+    single-form kernel (`Sm90GroupedMixedKernel.run_cta`) in its own branch with its own
+    shared memory carve-up, after one pre-pass (A16: the wide groups first, 256-row aligned).
+    Exp. 95 ran the same split as two launches on two streams; one launch saves the second
+    pre-pass and launch.  Constraints: those of both forms for their groups, and groups of
+    both forms."""
+
+    def __init__(self, config: KernelConfig):
+        self.config = config
+        self.narrow, self.wide = (Sm90GroupedMixedKernel(part) for part in configs.two_forms_parts(config))
+
+    @staticmethod
+    def check_config(config: KernelConfig) -> None:
+        if not config.two_forms:
+            raise ValueError("Sm90GroupedMixedTwoFormsKernel runs two_forms configs")
+        Sm90GroupedMixedKernel.check_config(config)
+
+    @staticmethod
+    def can_implement(config: KernelConfig, shapes) -> None:
+        Sm90GroupedMixedTwoFormsKernel.check_config(config)
+        narrow, wide = configs.two_forms_groups(shapes)
+        if not narrow or not wide:
+            raise ValueError("the two-form kernel needs a group with an odd and one with an even number of "
+                             "128-row blocks of A")
+        for part, groups in zip(configs.two_forms_parts(config), (narrow, wide)):
+            Sm90GroupedMixedKernel.can_implement(part, [shapes[g] for g in groups])
+
+    @cute.jit
+    def __call__(
+        self,
+        meta_ptr: cute.Pointer,
+        pre_offs_ptr: cute.Pointer,
+        row0_ptr: cute.Pointer,
+        seg_ptr: cute.Pointer,
+        seg_offs_ptr: cute.Pointer,
+        a16_ptr: cute.Pointer,
+        ws_ptr: cute.Pointer,
+        flags_ptr: cute.Pointer,
+        total_halves: Int32,
+        k_max: Int32,
+        a16_rows: Int32,
+        num_ctas: Int32,
+        narrow_ctas: Int32,
+        stream: cuda.CUstream,
+    ):
+        # the tables of Sm90GroupedMixedKernel.__call__ (group indices global, both forms' segments)
+        meta = group_meta_tensor(meta_ptr)
+        pre_offs = cute.make_tensor(pre_offs_ptr, cute.make_layout(MAX_GROUPS + 1))
+        row0 = cute.make_tensor(row0_ptr, cute.make_layout(MAX_GROUPS))
+        segs = cute.make_tensor(seg_ptr, cute.make_layout((1 << 24, SEG_FIELDS), stride=(SEG_FIELDS, 1)))
+        seg_offs = cute.make_tensor(seg_offs_ptr, cute.make_layout(1 << 16))
+        # (rows, K_max) fp16 A16 of every group, K-major: one TMA atom per form's row block
+        mA16 = cute.make_tensor(a16_ptr, cute.make_layout((a16_rows, k_max), stride=(k_max, 1)))
+        atoms = []
+        for form in (self.narrow, self.wide):
+            form._setup()
+            atoms.append(cute.nvgpu.cpasync.make_tiled_tma_atom(
+                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), mA16,
+                cute.slice_(form.a16_layout, (None, None, 0)), (form.tile_n, SUB_K)))
+        self.narrow.prepass_kernel(meta, pre_offs, row0, a16_ptr, total_halves, k_max).launch(
+            grid=[(total_halves + PREPASS_THREADS - 1) // PREPASS_THREADS, 1, 1], block=[PREPASS_THREADS, 1, 1],
+            stream=stream)
+        self.kernel(atoms[0][0], atoms[0][1], atoms[1][0], atoms[1][1], self.narrow.tiled_mma, self.wide.tiled_mma,
+                    meta, row0, segs, seg_offs, ws_ptr, flags_ptr, narrow_ctas).launch(
+            grid=[num_ctas, 1, 1], block=[self.narrow.threads_per_cta, 1, 1],
+            smem=sm90_smem_bytes(self.config), min_blocks_per_mp=1, stream=stream, use_pdl=True)
+
+    @cute.kernel
+    def kernel(self, tma_n: cute.CopyAtom, mA16_n: cute.Tensor, tma_w: cute.CopyAtom, mA16_w: cute.Tensor,
+               mma_n: cute.TiledMma, mma_w: cute.TiledMma, meta: cute.Tensor, row0: cute.Tensor, segs: cute.Tensor,
+               seg_offs: cute.Tensor, ws_ptr: cute.Pointer, flags_ptr: cute.Pointer, narrow_ctas: Int32):
+        cta = cute.arch.block_idx()[0]
+        if cta < narrow_ctas:
+            self.narrow.run_cta(tma_n, mA16_n, mma_n, meta, row0, segs, seg_offs, ws_ptr, flags_ptr, cta)
+        else:
+            self.wide.run_cta(tma_w, mA16_w, mma_w, meta, row0, segs, seg_offs, ws_ptr, flags_ptr, cta)
+
+
 # ---------------------------------------------------------------------- host helpers
 
 
@@ -342,18 +436,23 @@ def compile_args(config: KernelConfig, shapes) -> tuple:
 
     return (p(cutlass.Int64, 1), p(cutlass.Int32, 2), p(cutlass.Int32, 3), p(cutlass.Int32, 4), p(cutlass.Int32, 5),
             p(cutlass.Float16, 6), p(cutlass.Float32, 7), p(cutlass.Int32, 8),
-            Int32(1), Int32(256), Int32(128), Int32(1), make_fake_stream())
+            Int32(1), Int32(256), Int32(128), Int32(1)) + ((Int32(1),) if config.two_forms else ()) \
+        + (make_fake_stream(),)
 
 
-def launch_tables(config: KernelConfig, dev, rows, shapes) -> tuple:
+def launch_tables(config: KernelConfig, dev, rows, shapes, narrow_ctas: int | None = None) -> tuple:
     """Device tensors of one launch (built once per entry of `cached_launch_tables`): the
     group table, the pre-pass prefix sums, A16 row offsets, the schedule, the A16 buffer
     (zeroed once: group padding rows are never written) and the stream-K workspace and
-    flags (zeroed once; each finisher resets the flags it consumed)."""
+    flags (zeroed once; each finisher resets the flags it consumed); then the scalars, and
+    for a two-form config its first wide CTA (`narrow_ctas`: the plan's choice if None)."""
     import torch
 
     pairs = config.cluster_mn == (2, 1)
-    plan = configs.mixed_group_plan(shapes, sm_count(dev), config.mma_tile_mn, pairs=pairs)
+    if config.two_forms:
+        plan = configs.mixed_group_two_forms_plan(shapes, sm_count(dev), narrow_ctas)
+    else:
+        plan = configs.mixed_group_plan(shapes, sm_count(dev), config.mma_tile_mn, pairs=pairs)
     ctas = plan["ctas"]
     meta = rows + [[0] * META_FIELDS] * (MAX_GROUPS - len(rows))
     halves = [0]
@@ -372,18 +471,19 @@ def launch_tables(config: KernelConfig, dev, rows, shapes) -> tuple:
             torch.empty(1 if pairs else ctas * Sm90GroupedMixedKernel.PARTIAL_BYTES // 4, dtype=torch.float32,
                         device=dev),
             torch.zeros(ctas, dtype=torch.int32, device=dev),
-            halves[len(shapes)], k_max, plan["a16_rows"], ctas)
+            halves[len(shapes)], k_max, plan["a16_rows"], ctas) + ((plan["narrow_ctas"],) if config.two_forms else ())
 
 
-def runtime_args(data, config: KernelConfig, stream) -> tuple:
-    """The compile_args tuple from a grouped input (tables cached per config and buffers)."""
+def runtime_args(data, config: KernelConfig, stream, narrow_ctas: int | None = None) -> tuple:
+    """The compile_args tuple from a grouped input (tables cached per config and buffers);
+    `narrow_ctas` fixes a two-form config's split instead of the plan's choice."""
     from cutlass.cute.runtime import make_ptr
 
     rows, shapes = group_table_rows(data)
     dev = data[0][0][2].device
-    tabs = cached_launch_tables(("mixed", config) + tuple(tuple(r) for r in rows),
-                                lambda: launch_tables(config, dev, rows, shapes))
-    meta, halves, row0, segs, seg_offs, a16, ws, flags, total, k_max, a16_rows, ctas = tabs
+    key = ("mixed", config) + tuple(tuple(r) for r in rows) + ((narrow_ctas,) if narrow_ctas is not None else ())
+    tabs = cached_launch_tables(key, lambda: launch_tables(config, dev, rows, shapes, narrow_ctas))
+    meta, halves, row0, segs, seg_offs, a16, ws, flags, total, k_max, a16_rows, ctas = tabs[:12]
     if not isinstance(stream, cuda.CUstream):
         stream = cuda.CUstream(stream.cuda_stream)
 
@@ -392,4 +492,4 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
 
     return (p(cutlass.Int64, meta), p(cutlass.Int32, halves), p(cutlass.Int32, row0), p(cutlass.Int32, segs),
             p(cutlass.Int32, seg_offs), p(cutlass.Float16, a16), p(cutlass.Float32, ws), p(cutlass.Int32, flags),
-            Int32(total), Int32(k_max), Int32(a16_rows), Int32(ctas), stream)
+            Int32(total), Int32(k_max), Int32(a16_rows), Int32(ctas)) + tuple(Int32(x) for x in tabs[12:]) + (stream,)
