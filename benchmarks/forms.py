@@ -15,8 +15,10 @@ group_forms.py, with the public call: its timings of kernels under ~40 us carry 
 
 Forms, grouped: rule (configs.select_config), mixed256 / mixed128 / mixed64 / mixedwide (the
 grouped mixed-input kernel, stream-K, tiles of 256 B rows x 128 A rows / 128 x 128 / 256 x 64 /
-128 x 256), pairs (its split-K pairs), pre93 (the rule's pick without exp. 93's wide tiles),
-two (both forms side by side in one launch, exp. 99; two@P: split at CTA P, else the plan's).
+128 x 256), pairs (its split-K pairs), pre93 / pre99 (the rule's pick without exp. 93's wide
+tiles / exp. 99's two-form kernel),
+two (both forms side by side in one launch, exp. 99; two@P: split at CTA P, two@+D / two@-D: at
+the plan's P + D, else the plan's).
 Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its plan splits), narrow,
 wg3, wide (exp. 91) -- each with its own stream-K decision --, pairs, wg3pairs, widepairs
 (their split-K pairs) and pre91 (the mixed-input pick of the rules before exp. 91);
@@ -48,6 +50,7 @@ FORMS = {
         "pairs": lambda shape: configs.sm90_group_mixed(pairs=True),
         "rule": lambda shape: configs.select_config("group", "sm_90a", shape),
         "pre93": lambda shape: _pre93_group(shape),
+        "pre99": lambda shape: _pre99_group(shape),
         "two": lambda shape: configs.sm90_group_mixed_two_forms(),
     },
     "dual": {
@@ -73,6 +76,18 @@ def _pre93_group(shape):
         return configs.select_config("group", "sm_90a", shape)
     finally:
         configs._sm90_group_wide_ok = keep
+
+
+def _pre99_group(shape):
+    """The grouped rule's pick without exp. 99's two-form rule (nor its leaderboard unpinning)."""
+    keep = configs._sm90_group_two_forms_ok
+    configs._sm90_group_two_forms_ok = lambda _shape: False
+    try:
+        if shape == configs.GROUP_BENCHMARKS[1]:
+            return configs.sm90_group_mixed()
+        return configs.select_config("group", "sm_90a", shape)
+    finally:
+        configs._sm90_group_two_forms_ok = keep
 
 
 def parse_shapes(problem: str, spec: str) -> list:
@@ -132,8 +147,12 @@ def main() -> int:
                     print(f"{name}: {e}", flush=True)
                     continue
             ck = harness.compile_kernel(prob, "sm_90a", cfg, shape)
-            if base == "two" and variant:  # two@P: the two-form kernel split at CTA P
-                fargs = mod.runtime_args(data, cfg, torch.cuda.current_stream(), int(variant))
+            if base == "two" and variant:  # two@P: the two-form kernel split at CTA P (two@+D: plan's P + D)
+                split = int(variant)
+                if variant[0] in "+-":
+                    split += configs.mixed_group_two_forms_plan(shape, torch.cuda.get_device_properties(0)
+                                                                .multi_processor_count)["narrow_ctas"]
+                fargs = mod.runtime_args(data, cfg, torch.cuda.current_stream(), split)
             else:
                 fargs = mod.runtime_args(data, cfg, torch.cuda.current_stream())
             if variant == "nopad":  # dual mixed forms: an A16 workspace of exactly M rows (before exp. 92)

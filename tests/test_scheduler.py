@@ -381,6 +381,30 @@ def test_mixed_group_two_forms_plan(shape, narrow_ctas):
     assert max(p["row0"][g] for g in wide) < min(p["row0"][g] for g in narrow)
 
 
+def test_grouped_rule_two_forms():
+    """Where the grouped rule picks the two-form mixed-input kernel (exp. 99): groups of both
+    forms, >= 4 groups, every N_g and K_g >= 2048 -- the shapes it was fitted on and the
+    leaderboard's g8 N7168 K2048; g8 N4096 K7168 stays pinned to the (256, 128) form."""
+    two = configs.sm90_group_mixed_two_forms()
+    pick = lambda groups: configs.select_config("group", "sm_90a", tuple(groups))  # noqa: E731
+    for shape in ([(m, 4096, 7168) for m in (200, 180, 100, 220, 150, 240, 60, 170)],
+                  [(m, 7168, 2048) for m in (100, 120, 60, 200, 90, 110, 80, 190)],
+                  [(m, 2048, 7168) for m in (150, 160, 170, 100, 180, 190, 200, 50)],
+                  [(300, 14336, 4096), (200, 14336, 4096), (500, 14336, 4096), (160, 14336, 4096)],
+                  [(m, 5120, 4096) for m in (140, 250, 90, 230, 200, 120)],
+                  [(m, 4096, 2048) for m in (30, 250, 140, 90, 200, 180, 60, 240, 130, 170, 220, 40, 160, 110, 210, 190)],
+                  configs.GROUP_BENCHMARKS[1]):
+        assert pick(shape) == two, shape
+    assert pick(configs.GROUP_BENCHMARKS[0]) == configs.sm90_group_mixed()
+    for shape in ([(200, 4096, 7168), (100, 4096, 7168)] * 1,  # 2 groups
+                  [(m, 1024, 7168) for m in (200, 100, 220, 60)],  # N 1024
+                  [(m, 4096, 1024) for m in (200, 100, 220, 60)],  # K 1024
+                  [(m, 4096, 7168) for m in (100, 60, 120, 80)],  # no wide group
+                  [(256, 7168, 4096)] * 4,  # no (256, 128) group: the wide kernel (exp. 93)
+                  [(200, 4096, 7168), (100, 3968, 7168), (220, 4096, 7168), (60, 4096, 7168)]):  # N % 256
+        assert pick(shape) != two, shape
+
+
 def test_grouped_rule_wide_tiles():
     """Where the grouped rule picks the mixed-input kernel with 256-row A tiles (exp. 93): every
     M_g has an even number of 128-row blocks (no padding beyond the other kernels' tiles) and
