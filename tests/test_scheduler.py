@@ -383,8 +383,9 @@ def test_mixed_group_two_forms_plan(shape, narrow_ctas):
 
 def test_grouped_rule_two_forms():
     """Where the grouped rule picks the two-form mixed-input kernel (exp. 99): groups of both
-    forms, >= 4 groups, every N_g and K_g >= 2048 -- the shapes it was fitted on and the
-    leaderboard's g8 N7168 K2048; g8 N4096 K7168 stays pinned to the (256, 128) form."""
+    forms, every N_g and K_g >= 2048, >= 2048 k-blocks of tiles -- the shapes it was fitted
+    on and the leaderboard's g8 N7168 K2048; g8 N4096 K7168 stays pinned to the (256, 128)
+    form, g2 N3072 K4096 to the 128 x 128 mixed tiles."""
     two = configs.sm90_group_mixed_two_forms()
     pick = lambda groups: configs.select_config("group", "sm_90a", tuple(groups))  # noqa: E731
     for shape in ([(m, 4096, 7168) for m in (200, 180, 100, 220, 150, 240, 60, 170)],
@@ -393,10 +394,13 @@ def test_grouped_rule_two_forms():
                   [(300, 14336, 4096), (200, 14336, 4096), (500, 14336, 4096), (160, 14336, 4096)],
                   [(m, 5120, 4096) for m in (140, 250, 90, 230, 200, 120)],
                   [(m, 4096, 2048) for m in (30, 250, 140, 90, 200, 180, 60, 240, 130, 170, 220, 40, 160, 110, 210, 190)],
+                  [(200, 14336, 4096), (300, 14336, 4096)], [(150, 7168, 7168), (90, 7168, 7168), (250, 7168, 7168)],
                   configs.GROUP_BENCHMARKS[1]):
         assert pick(shape) == two, shape
     assert pick(configs.GROUP_BENCHMARKS[0]) == configs.sm90_group_mixed()
-    for shape in ([(200, 4096, 7168), (100, 4096, 7168)] * 1,  # 2 groups
+    assert pick(configs.GROUP_BENCHMARKS[2]) == configs.sm90_group_mixed(tile=(128, 128))
+    for shape in ([(200, 4096, 7168), (100, 4096, 7168)],  # 1344 k-blocks
+                  [(130, 4096, 2048), (60, 4096, 2048), (200, 4096, 2048)],  # 640 (measured 1.088)
                   [(m, 1024, 7168) for m in (200, 100, 220, 60)],  # N 1024
                   [(m, 4096, 1024) for m in (200, 100, 220, 60)],  # K 1024
                   [(m, 4096, 7168) for m in (100, 60, 120, 80)],  # no wide group
