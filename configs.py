@@ -1096,9 +1096,43 @@ def two_forms_k_blocks(shape) -> int:
         + sum((shape[g][1] // 128) * ceil_div(shape[g][0], 256) * (shape[g][2] // K_BLOCK) for g in wide)
 
 
+# Below this share of wide MACs the (256, 128) form alone (exp. 100) was as fast or faster:
+# two-form / (256, 128) form at shares 0.22-0.55 ran 0.93-0.98 on five shapes but 1.01 (the
+# leaderboard's g8 N4096 K7168), 1.13 (g8 M20-200 N4096 K7168) and 1.38 (g8 M200-300 N4096
+# K7168: 324 against 235 us, the plan's loads balanced; cause not found); at 0.6-0.86, 0.91-1.00
+# on 13 shapes (H100, exps. 99-100)
+TWO_FORMS_MIN_WIDE_SHARE = 0.6
+
+
+def two_forms_wide_share(shape) -> float:
+    """Share of the MACs (padded rows x N_g) that the two-form kernel runs in the wide form."""
+    narrow, wide = two_forms_groups(shape)
+    rows = lambda gs, t: sum(ceil_div(shape[g][0], t) * t * shape[g][1] for g in gs)  # noqa: E731
+    return rows(wide, 256) / max(1, rows(wide, 256) + rows(narrow, 128))
+
+
 def _sm90_group_two_forms_ok(shape) -> bool:
     return fits(sm90_group_mixed_two_forms(), shape) and two_forms_k_blocks(shape) >= TWO_FORMS_MIN_KB \
-        and all(n >= TWO_FORMS_MIN_NK and k >= TWO_FORMS_MIN_NK for _m, n, k in shape)
+        and all(n >= TWO_FORMS_MIN_NK and k >= TWO_FORMS_MIN_NK for _m, n, k in shape) \
+        and two_forms_wide_share(shape) >= TWO_FORMS_MIN_WIDE_SHARE
+
+
+# The (256, 128) mixed-input form, stream-K, where the ranking picks a non-swap stored-decode
+# tile and none of the mixed rules above does, every N_g % 256 == 0, N_g >= MIXED_GROUP_RULE_MIN_N,
+# K_g >= 2048, and its tiles hold >= MIXED_GROUP_MIN_KB k-blocks (exp. 100).  Declared (with N_g
+# >= 2048) from exp. 99's measurements: on all 18 shapes timed there (g2-16, N 2048-14336, K
+# 2048-7168) it ran 0.84-0.99 of the stored-decode pick (the losses session 22 recorded, 1.088 on
+# g8 M200-300 N4096 K7168 and 5-6% with N 2048, predate exps. 82-83).  Checked on 8 more (H100,
+# 2026-11-25): 0.725-0.950 on 6 (g8 M200-300 N4096 K7168 0.725), g16 M70-128 N2048 K4096 1.024
+# -- so N_g >= 3072, set on that point and exp. 99's N 2048 ties (0.979, 0.990), not validated.
+MIXED_GROUP_MIN_KB = 2048
+MIXED_GROUP_RULE_MIN_N = 3072
+
+
+def _sm90_group_mixed256_ok(shape) -> bool:
+    kbs = sum((n // 256) * ceil_div(m, 128) * (k // K_BLOCK) for m, n, k in shape)
+    return all(n % 256 == 0 and n >= MIXED_GROUP_RULE_MIN_N and k >= TWO_FORMS_MIN_NK for _m, n, k in shape) \
+        and kbs >= MIXED_GROUP_MIN_KB
 
 
 def mixed_group_plan(shapes, sms: int, tile=(256, 128), pairs: bool = False) -> dict:
@@ -1313,6 +1347,8 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
             return sm90_group_mixed(tile=(128, 256))  # exp. 93
         if not best.swap_ab and _sm90_group_two_forms_ok(shape):
             return sm90_group_mixed_two_forms()  # exp. 99
+        if not best.swap_ab and _sm90_group_mixed256_ok(shape):
+            return sm90_group_mixed()  # exp. 100
         if best.swap_ab:
             max_m = max(m for m, _, _ in shape)
             mma_n = swap_mma_n(max_m)

@@ -178,6 +178,21 @@ def test_grouped_wide_rule():
     _run(R.generate_input(ms, ns, ks, len(shape), 13, device="cuda", poison_padding=True), "group")
 
 
+def test_rule_grouped_two_forms_and_mixed256():
+    """The rule's two-form kernel (exp. 99: groups of both forms, >= 0.6 of the MACs wide) and
+    its (256, 128) mixed form alone (exp. 100) through custom_kernel: ragged M_g and K_g,
+    poisoned scale padding, two calls."""
+    if torch.cuda.get_device_capability()[0] == 10:
+        pytest.skip("sm_90a rule")
+    two = ((140, 5120, 4096), (250, 5120, 7168), (90, 5120, 3072), (230, 5120, 4096), (200, 5120, 4096))
+    one = ((100, 4096, 4096), (70, 4096, 7168), (128, 4096, 4096), (300, 4096, 4096), (1, 4096, 4096))
+    assert configs.select_config("group", "sm_90a", two) == configs.sm90_group_mixed_two_forms()
+    assert configs.select_config("group", "sm_90a", one) == configs.sm90_group_mixed()
+    for i, shape in enumerate((two, one)):
+        ms, ns, ks = (list(x) for x in zip(*shape))
+        _run(R.generate_input(ms, ns, ks, len(shape), 17 + i, device="cuda", poison_padding=True), "group")
+
+
 @pytest.mark.parametrize("shape,splits,full", [
     ((128, 768, 7168, 1), 8, 0),  # 12 tiles of 128x64, every tile split 8 ways (in-order sum)
     # 48 tiles, split 2 ways: 2-CTA cluster pairs (rule; 1536x512x7168 ran here until the

@@ -383,20 +383,25 @@ def test_mixed_group_two_forms_plan(shape, narrow_ctas):
 
 def test_grouped_rule_two_forms():
     """Where the grouped rule picks the two-form mixed-input kernel (exp. 99): groups of both
-    forms, every N_g and K_g >= 2048, >= 2048 k-blocks of tiles -- the shapes it was fitted
-    on and the leaderboard's g8 N7168 K2048; g8 N4096 K7168 stays pinned to the (256, 128)
-    form, g2 N3072 K4096 to the 128 x 128 mixed tiles."""
+    forms, every N_g and K_g >= 2048, >= 2048 k-blocks of tiles, >= 0.6 of the MACs in the
+    wide form -- the shapes it won on and the leaderboard's g8 N7168 K2048; below that share
+    the (256, 128) form alone (exp. 100); g8 N4096 K7168 stays pinned to the (256, 128) form,
+    g2 N3072 K4096 to the 128 x 128 mixed tiles."""
     two = configs.sm90_group_mixed_two_forms()
     pick = lambda groups: configs.select_config("group", "sm_90a", tuple(groups))  # noqa: E731
     for shape in ([(m, 4096, 7168) for m in (200, 180, 100, 220, 150, 240, 60, 170)],
-                  [(m, 7168, 2048) for m in (100, 120, 60, 200, 90, 110, 80, 190)],
                   [(m, 2048, 7168) for m in (150, 160, 170, 100, 180, 190, 200, 50)],
                   [(300, 14336, 4096), (200, 14336, 4096), (500, 14336, 4096), (160, 14336, 4096)],
                   [(m, 5120, 4096) for m in (140, 250, 90, 230, 200, 120)],
                   [(m, 4096, 2048) for m in (30, 250, 140, 90, 200, 180, 60, 240, 130, 170, 220, 40, 160, 110, 210, 190)],
-                  [(200, 14336, 4096), (300, 14336, 4096)], [(150, 7168, 7168), (90, 7168, 7168), (250, 7168, 7168)],
+                  [(150, 7168, 7168), (90, 7168, 7168), (250, 7168, 7168)], [(64, 14336, 4096), (230, 14336, 4096)],
                   configs.GROUP_BENCHMARKS[1]):
         assert pick(shape) == two, shape
+    for shape in ([(m, 7168, 2048) for m in (100, 120, 60, 200, 90, 110, 80, 190)],  # wide share 0.40
+                  [(200, 14336, 4096), (300, 14336, 4096)],  # 0.40
+                  [(m, 4096, 7168) for m in (200, 280, 230, 300, 210, 260, 240, 290)],  # 0.40 (two forms: 1.38)
+                  [(m, 4096, 7168) for m in (20, 50, 100, 120, 70, 90, 30, 200)]):  # 0.22 (1.13)
+        assert pick(shape) == configs.sm90_group_mixed(), shape
     assert pick(configs.GROUP_BENCHMARKS[0]) == configs.sm90_group_mixed()
     assert pick(configs.GROUP_BENCHMARKS[2]) == configs.sm90_group_mixed(tile=(128, 128))
     for shape in ([(200, 4096, 7168), (100, 4096, 7168)],  # 1344 k-blocks
@@ -407,6 +412,22 @@ def test_grouped_rule_two_forms():
                   [(256, 7168, 4096)] * 4,  # no (256, 128) group: the wide kernel (exp. 93)
                   [(200, 4096, 7168), (100, 3968, 7168), (220, 4096, 7168), (60, 4096, 7168)]):  # N % 256
         assert pick(shape) != two, shape
+
+
+def test_grouped_rule_mixed256():
+    """Where the grouped rule picks the (256, 128) mixed-input form alone (exp. 100): the
+    ranking's non-swap stored-decode pick otherwise, every N_g >= 3072 and % 256, K_g >= 2048,
+    >= 2048 k-blocks; N 2048 (measured 1.02) and short work stay on the stored-decode kernels."""
+    mixed = configs.sm90_group_mixed()
+    pick = lambda groups: configs.select_config("group", "sm_90a", tuple(groups))  # noqa: E731
+    for shape in ([(m, 4096, 7168) for m in (100, 70, 128, 90, 110, 80, 120, 66)],
+                  [(300, 8192, 4096), (350, 8192, 4096), (380, 8192, 4096), (260, 8192, 4096)],
+                  [(128, 14336, 2048)] * 8, [(m, 5120, 7168) for m in (20, 128, 90, 40, 110, 70)]):
+        assert pick(shape) == mixed, shape
+    for shape in ([(m, 2048, 4096) for m in (70, 90, 128, 100, 75, 120, 85, 110, 95, 105, 115, 80, 125, 72, 88, 99)],
+                  [(m, 7168, 2048) for m in (100, 70, 128, 90, 110, 80, 120, 66)],  # 1792 k-blocks
+                  [(100, 4096, 1536)] * 8, *configs.GROUP_TESTS):
+        assert pick(shape) != mixed, shape
 
 
 def test_grouped_rule_wide_tiles():
