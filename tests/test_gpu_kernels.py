@@ -185,7 +185,7 @@ def test_rule_grouped_two_forms_and_mixed256():
     if torch.cuda.get_device_capability()[0] == 10:
         pytest.skip("sm_90a rule")
     two = ((140, 5120, 4096), (250, 5120, 7168), (90, 5120, 3072), (230, 5120, 4096), (200, 5120, 4096))
-    one = ((100, 4096, 4096), (70, 4096, 7168), (128, 4096, 4096), (300, 4096, 4096), (1, 4096, 4096))
+    one = ((100, 5120, 4096), (70, 5120, 7168), (128, 5120, 4096), (300, 5120, 4096), (1, 5120, 4096))
     assert configs.select_config("group", "sm_90a", two) == configs.sm90_group_mixed_two_forms()
     assert configs.select_config("group", "sm_90a", one) == configs.sm90_group_mixed()
     for i, shape in enumerate((two, one)):
