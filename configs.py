@@ -1123,16 +1123,22 @@ def _sm90_group_two_forms_ok(shape) -> bool:
 # >= 2048) from exp. 99's measurements: on all 18 shapes timed there (g2-16, N 2048-14336, K
 # 2048-7168) it ran 0.84-0.99 of the stored-decode pick (the losses session 22 recorded, 1.088 on
 # g8 M200-300 N4096 K7168 and 5-6% with N 2048, predate exps. 82-83).  Checked on 8 more (H100,
-# 2026-11-25): 0.725-0.950 on 6 (g8 M200-300 N4096 K7168 0.725), g16 M70-128 N2048 K4096 1.024
-# -- so N_g >= 3072, set on that point and exp. 99's N 2048 ties (0.979, 0.990), not validated.
+# 2026-11-25): 0.885-0.950 on 5 of 6 where the stored-decode kernels ran (g16 M70-128 N2048 K4096
+# 1.024: so N_g >= 3072, set on that point and exp. 99's N 2048 ties 0.979 / 0.990); then on
+# g8 M200-300 against the pre-session pick: N4096 K4096 0.976, N4096 K7168 0.982, but N7168
+# K7168 **1.161** (461 vs 397 us; session 22 saw 1.088 on a like shape) -- so A16 (every M_g
+# padded to 128 rows x K_max fp16) <= MIXED_GROUP_MAX_A16_BYTES, set between the wins (<= 16.5
+# MB) and that loss (36.7 MB), not validated (cause not measured; L2 holds 50 MB).
 MIXED_GROUP_MIN_KB = 2048
 MIXED_GROUP_RULE_MIN_N = 3072
+MIXED_GROUP_MAX_A16_BYTES = 20 << 20
 
 
 def _sm90_group_mixed256_ok(shape) -> bool:
     kbs = sum((n // 256) * ceil_div(m, 128) * (k // K_BLOCK) for m, n, k in shape)
+    a16 = sum(ceil_div(m, 128) * 128 for m, _n, _k in shape) * max(k for _m, _n, k in shape) * 2
     return all(n % 256 == 0 and n >= MIXED_GROUP_RULE_MIN_N and k >= TWO_FORMS_MIN_NK for _m, n, k in shape) \
-        and kbs >= MIXED_GROUP_MIN_KB
+        and kbs >= MIXED_GROUP_MIN_KB and a16 <= MIXED_GROUP_MAX_A16_BYTES
 
 
 def mixed_group_plan(shapes, sms: int, tile=(256, 128), pairs: bool = False) -> dict:
@@ -1275,6 +1281,21 @@ def _sm90_dual_pairs(cfg: KernelConfig, shape) -> KernelConfig:
     return _sm90_split(cfg, tiles, k // K_BLOCK)
 
 
+def sm90_group_ranked(shape) -> KernelConfig | None:
+    """The sm_90a grouped stored-decode tile the cost model ranks first (128 x 256, 128 x 128,
+    swap 256 x 64; None where N allows none of them), before the mixed-input rules."""
+    cands = []
+    if all(n % 256 == 0 for _, n, _ in shape):
+        cands.append(_sm90_fill(KernelConfig("group", "sm_90a", (128, 256), mma_warpgroups=2,
+                                             epi_tile_mn=(128, 32), rs_a=True), cap=4))
+    if all(n % 128 == 0 for _, n, _ in shape):
+        cands.append(_sm90_fill(KernelConfig("group", "sm_90a", (128, 128), mma_warpgroups=2,
+                                             epi_tile_mn=(128, 32), rs_a=True), cap=4))
+    if all(n % 256 == 0 for _, n, _ in shape):
+        cands.append(_sm90_swap_ab("group"))
+    return min(cands, key=lambda c: sm90_group_cost(c, shape)) if cands else None
+
+
 def default_config(problem: str, arch: str, shape) -> KernelConfig:
     if arch == "sm_100a":
         if problem == "dual":
@@ -1326,20 +1347,11 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
     # by the cost model (128 x 256, 128 x 128, swap 256 x 64), 128 x 64 when N only allows that
     if max(m for m, _, _ in shape) <= SKINNY_MAX_M and all(n % 16 == 0 for _, n, _ in shape):
         return sm90_group_skinny(shape)
-    cands = []
-    if all(n % 256 == 0 for _, n, _ in shape):
-        cands.append(_sm90_fill(KernelConfig(problem, arch, (128, 256), mma_warpgroups=2,
-                                             epi_tile_mn=(128, 32), rs_a=True), cap=4))
-    if all(n % 128 == 0 for _, n, _ in shape):
-        cands.append(_sm90_fill(KernelConfig(problem, arch, (128, 128), mma_warpgroups=2,
-                                             epi_tile_mn=(128, 32), rs_a=True), cap=4))
-    if all(n % 256 == 0 for _, n, _ in shape):
-        cands.append(_sm90_swap_ab("group"))
-    if cands:
+    best = sm90_group_ranked(shape)
+    if best is not None:
         # split_k compiled in even where the plan does not split: without it the grouped
         # kernel measured 2-9% slower on the three unsplit benchmark cases (H200, same run;
         # the dual kernel the other way round, 1-2% faster: notes/sm90.md experiment 26)
-        best = min(cands, key=lambda c: sm90_group_cost(c, shape))
         mixed = None if best.swap_ab else _sm90_group_mixed_rule(shape)
         if mixed is not None:
             return mixed

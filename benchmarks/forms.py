@@ -16,7 +16,8 @@ group_forms.py, with the public call: its timings of kernels under ~40 us carry 
 Forms, grouped: rule (configs.select_config), mixed256 / mixed128 / mixed64 / mixedwide (the
 grouped mixed-input kernel, stream-K, tiles of 256 B rows x 128 A rows / 128 x 128 / 256 x 64 /
 128 x 256), pairs (its split-K pairs), pre93 / pre99 / pre100 (the rule's pick without exp. 93's
-wide tiles / exp. 99's two-form kernel / exp. 100's (256, 128) rule),
+wide tiles / exp. 99's two-form kernel / exp. 100's (256, 128) rule), pre29 (without either of
+session 29's rules),
 two (both forms side by side in one launch, exp. 99; two@P: split at CTA P, two@+D / two@-D: at
 the plan's P + D, else the plan's).
 Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its plan splits), narrow,
@@ -52,6 +53,7 @@ FORMS = {
         "pre93": lambda shape: _pre93_group(shape),
         "pre99": lambda shape: _pre99_group(shape),
         "pre100": lambda shape: _pre100_group(shape),
+        "pre29": lambda shape: _pre29_group(shape),
         "two": lambda shape: configs.sm90_group_mixed_two_forms(),
     },
     "dual": {
@@ -97,6 +99,17 @@ def _pre100_group(shape):
     configs._sm90_group_mixed256_ok = lambda _shape: False
     try:
         return configs.select_config("group", "sm_90a", shape)
+    finally:
+        configs._sm90_group_mixed256_ok = keep
+
+
+def _pre29_group(shape):
+    """The grouped rule's pick before session 29 (neither exp. 99's nor exp. 100's rule; the
+    leaderboard's g8 N7168 K2048 on its former pin)."""
+    keep = configs._sm90_group_mixed256_ok
+    configs._sm90_group_mixed256_ok = lambda _shape: False
+    try:
+        return _pre99_group(shape)
     finally:
         configs._sm90_group_mixed256_ok = keep
 

@@ -399,9 +399,9 @@ def test_grouped_rule_two_forms():
         assert pick(shape) == two, shape
     for shape in ([(m, 7168, 2048) for m in (100, 120, 60, 200, 90, 110, 80, 190)],  # wide share 0.40
                   [(200, 14336, 4096), (300, 14336, 4096)],  # 0.40
-                  [(m, 4096, 7168) for m in (200, 280, 230, 300, 210, 260, 240, 290)],  # 0.40 (two forms: 1.38)
                   [(m, 4096, 7168) for m in (20, 50, 100, 120, 70, 90, 30, 200)]):  # 0.22 (1.13)
         assert pick(shape) == configs.sm90_group_mixed(), shape
+    assert pick([(m, 4096, 7168) for m in (200, 280, 230, 300, 210, 260, 240, 290)]) != two  # 0.40 (1.38)
     assert pick(configs.GROUP_BENCHMARKS[0]) == configs.sm90_group_mixed()
     assert pick(configs.GROUP_BENCHMARKS[2]) == configs.sm90_group_mixed(tile=(128, 128))
     for shape in ([(200, 4096, 7168), (100, 4096, 7168)],  # 1344 k-blocks
@@ -417,7 +417,8 @@ def test_grouped_rule_two_forms():
 def test_grouped_rule_mixed256():
     """Where the grouped rule picks the (256, 128) mixed-input form alone (exp. 100): the
     ranking's non-swap stored-decode pick otherwise, every N_g >= 3072 and % 256, K_g >= 2048,
-    >= 2048 k-blocks; N 2048 (measured 1.02) and short work stay on the stored-decode kernels."""
+    >= 2048 k-blocks, A16 <= 20 MB; N 2048 (measured 1.02), short work and a large A16 (1.16)
+    stay on the stored-decode kernels."""
     mixed = configs.sm90_group_mixed()
     pick = lambda groups: configs.select_config("group", "sm_90a", tuple(groups))  # noqa: E731
     for shape in ([(m, 4096, 7168) for m in (100, 70, 128, 90, 110, 80, 120, 66)],
@@ -426,7 +427,8 @@ def test_grouped_rule_mixed256():
         assert pick(shape) == mixed, shape
     for shape in ([(m, 2048, 4096) for m in (70, 90, 128, 100, 75, 120, 85, 110, 95, 105, 115, 80, 125, 72, 88, 99)],
                   [(m, 7168, 2048) for m in (100, 70, 128, 90, 110, 80, 120, 66)],  # 1792 k-blocks
-                  [(100, 4096, 1536)] * 8, *configs.GROUP_TESTS):
+                  [(100, 4096, 1536)] * 8, *configs.GROUP_TESTS,
+                  [(m, 7168, 7168) for m in (200, 280, 230, 300, 210, 260, 240, 290)]):  # A16 36.7 MB (1.161)
         assert pick(shape) != mixed, shape
 
 

@@ -293,10 +293,11 @@ def test_grouped_rule_ranks_tiles_by_cost():
     rejects it."""
     from dataclasses import replace
 
-    # (CONFIG_MAP pins three of them to the mixed-input kernel: test_grouped_mixed_rule)
+    # (the mixed-input rules and CONFIG_MAP put three of them on the mixed-input kernels:
+    # test_grouped_mixed_rule)
     want = [(128, 256), (128, 256), (128, 128), (128, 128)]
     for shape, tile in zip(configs.GROUP_BENCHMARKS, want):
-        cfg = configs.default_config("group", "sm_90a", shape)
+        cfg = configs.sm90_group_ranked(shape)
         assert cfg.mma_tile_mn == tile and not cfg.swap_ab, (shape, cfg)
     cfg = configs.select_config("group", "sm_90a", ((20, 4096, 7168),) * 8)
     assert cfg.swap_ab and not cfg.a_prepass and cfg.mma_tile_mn == (256, 32), cfg
@@ -311,9 +312,9 @@ def test_grouped_rule_ranks_tiles_by_cost():
 def test_grouped_mixed_rule():
     """The grouped mixed-input kernel: as split-K pairs by rule where the stored-decode ranking
     picks a non-swap tile, every N_g >= 4096 and K_g > 4096, and 2 x its 256 x 128 tiles fill
-    [0.7, 1] of the SMs (configs._sm90_group_mixed_rule, H100, exp. 79); stream-K only where
-    CONFIG_MAP pins it (the two 8-group leaderboard cases, exp. 78; g2 N3072 K4096 with
-    128-row tiles, exp. 80).  can_implement names
+    [0.7, 1] of the SMs (configs._sm90_group_mixed_rule, H100, exp. 79); stream-K by the rules
+    of exps. 99-100 (tests/test_scheduler.py) and where CONFIG_MAP pins it (g8 N4096 K7168,
+    exp. 78; g2 N3072 K4096 with 128-row tiles, exp. 80).  can_implement names
     N % 256 and, for pairs, K >= 512."""
     from nvfp4gemm.sm90.grouped_mixed import Sm90GroupedMixedKernel
 
@@ -322,8 +323,9 @@ def test_grouped_mixed_rule():
     for shape in [((64, 4096, 7168), (128, 4096, 7168), (96, 4096, 7168), (80, 4096, 7168)),
                   ((256, 4096, 7168),) * 2]:
         assert configs.select_config("group", "sm_90a", shape) == pairs, shape
-    for shape in configs.GROUP_BENCHMARKS[:2]:
-        assert configs.select_config("group", "sm_90a", shape) == mixed, shape
+    assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[0]) == mixed
+    assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[1]) == configs.sm90_group_mixed_two_forms()
+    assert configs.select_config("group", "sm_90a", ((128, 4096, 7168),) * 8) == mixed  # exp. 100
     assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[2]) == \
         configs.sm90_group_mixed(tile=(128, 128))
     # every M_g <= 64, some > 32, where the ranking picks the swap tile: 64-row tiles (exp. 90)
@@ -333,7 +335,6 @@ def test_grouped_mixed_rule():
     for shape in configs.GROUP_BENCHMARKS[3:] + [
             ((384, 2048, 7168),) * 8, ((32, 4096, 7168),) * 8,  # N 2048; M_g <= 32 (swap MMA N 32)
             ((40, 4096, 2048), (50, 4096, 2048), (60, 4096, 2048), (64, 4096, 2048)),  # ranked non-swap
-            ((128, 4096, 7168),) * 8,  # 256 CTAs as pairs, and stream-K is no rule
             ((192, 4096, 4096), (320, 4096, 4096)),  # K 4096
             ((600, 4096, 7168), (300, 3968, 7168))]:  # N % 256
         assert not configs.select_config("group", "sm_90a", shape).a_prepass, shape
