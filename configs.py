@@ -1111,8 +1111,19 @@ def two_forms_wide_share(shape) -> float:
     return rows(wide, 256) / max(1, rows(wide, 256) + rows(narrow, 128))
 
 
+# Largest A16 (fp16 A of every group, padded, x K_max) among the shapes it won on: 25.7 MB
+# (g8 M60-240 N4096 K7168 and g8 M50-200 N2048 K7168).  The (256, 128) form alone lost 16%
+# beyond its own bound (MIXED_GROUP_MAX_A16_BYTES), so larger ones keep the previous pick.
+TWO_FORMS_MAX_A16_BYTES = 26 << 20
+
+
 def _sm90_group_two_forms_ok(shape) -> bool:
-    return fits(sm90_group_mixed_two_forms(), shape) and two_forms_k_blocks(shape) >= TWO_FORMS_MIN_KB \
+    if not fits(sm90_group_mixed_two_forms(), shape):
+        return False
+    narrow, wide = two_forms_groups(shape)
+    a16 = (sum(ceil_div(shape[g][0], 128) * 128 for g in narrow) + sum(ceil_div(shape[g][0], 256) * 256 for g in wide)) \
+        * max(k for _m, _n, k in shape) * 2
+    return two_forms_k_blocks(shape) >= TWO_FORMS_MIN_KB and a16 <= TWO_FORMS_MAX_A16_BYTES \
         and all(n >= TWO_FORMS_MIN_NK and k >= TWO_FORMS_MIN_NK for _m, n, k in shape) \
         and two_forms_wide_share(shape) >= TWO_FORMS_MIN_WIDE_SHARE
 
