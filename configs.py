@@ -1097,10 +1097,10 @@ def two_forms_k_blocks(shape) -> int:
 
 
 # Below this share of wide MACs the (256, 128) form alone (exp. 100) was as fast or faster:
-# two-form / (256, 128) form at shares 0.22-0.55 ran 0.93-0.98 on five shapes but 1.01 (the
-# leaderboard's g8 N4096 K7168), 1.13 (g8 M20-200 N4096 K7168) and 1.38 (g8 M200-300 N4096
-# K7168: 324 against 235 us, the plan's loads balanced; cause not found); at 0.6-0.86, 0.91-1.00
-# on 13 shapes (H100, exps. 99-100)
+# two-form / (256, 128) form at shares 0.22-0.55 ran 0.93-0.98 on four shapes, 1.00-1.01 on two
+# (one the leaderboard's g8 N4096 K7168), 1.13 (g8 M20-200 N4096 K7168) and 1.38 (g8 M200-300
+# N4096 K7168: 324 against 235 us, the plan's loads balanced; cause not found); at 0.6-0.86,
+# 0.91-1.00 on 13 shapes (H100, exps. 99-100)
 TWO_FORMS_MIN_WIDE_SHARE = 0.6
 
 

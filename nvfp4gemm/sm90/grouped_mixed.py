@@ -42,9 +42,12 @@ on g2 N3072 K4096 0.982 (exp. 80); pairs 0.916-0.933 on 4 shapes with 64-66 tile
 (exp. 79); 256 x 64 against the swap_ab 256 x 64 stored-decode kernel on M_g <= 64 (MoE
 decode) 0.866-1.000 on 11 shapes (exp. 90); 128 x 256 against the stored-decode kernels where
 every M_g has an even number of 128-row blocks and N_g >= 2048: 0.818-0.946 on 10 shapes
-(exp. 93).  Where each is selected: configs.CONFIG_MAP
-pins, `_sm90_group_mixed_rule`, `_sm90_group_wide_ok` and the MIXED64 rule in
-configs.default_config.
+(exp. 93).  Both 256 x 128 and 128 x 256 tiles side by side in one launch
+(`Sm90GroupedMixedTwoFormsKernel`, exp. 99): 0.78-0.92 of the previous pick where >= 0.6 of the
+MACs run wide (g8 N7168 K2048 84.3 -> 79.0 us), and the 256 x 128 form alone by rule on more
+shapes (exp. 100, 0.89-0.95).  Where each is selected: configs.CONFIG_MAP
+pins, `_sm90_group_mixed_rule`, `_sm90_group_wide_ok`, `_sm90_group_two_forms_ok`,
+`_sm90_group_mixed256_ok` and the MIXED64 rule in configs.default_config.
 
 Constraints (can_implement): 1..16 groups, configs.check_shape (N_g % 64, K_g % 256), N_g a
 multiple of tile_m (the tile's B rows), any M_g >= 1; pairs: K_g >= 512.  Workspaces (cached
