@@ -50,10 +50,10 @@ FORMS = {
         "mixedwide": lambda shape: configs.sm90_group_mixed(tile=(128, 256)),
         "pairs": lambda shape: configs.sm90_group_mixed(pairs=True),
         "rule": lambda shape: configs.select_config("group", "sm_90a", shape),
-        "pre93": lambda shape: _pre93_group(shape),
+        "pre93": lambda shape: _group_pick_without(shape, "_sm90_group_wide_ok"),
         "pre99": lambda shape: _pre99_group(shape),
-        "pre100": lambda shape: _pre100_group(shape),
-        "pre29": lambda shape: _pre29_group(shape),
+        "pre100": lambda shape: _group_pick_without(shape, "_sm90_group_mixed256_ok"),
+        "pre29": lambda shape: _pre99_group(shape, "_sm90_group_mixed256_ok"),
         "two": lambda shape: configs.sm90_group_mixed_two_forms(),
     },
     "dual": {
@@ -71,47 +71,23 @@ FORMS = {
 }
 
 
-def _pre93_group(shape):
-    """The grouped rule's pick without exp. 93's 256-row-tile rule."""
-    keep = configs._sm90_group_wide_ok
-    configs._sm90_group_wide_ok = lambda _shape: False
+def _group_pick_without(shape, *rules: str):
+    """The grouped rule's pick with the named `configs` rule predicates switched off."""
+    keep = {name: getattr(configs, name) for name in rules}
+    for name in rules:
+        setattr(configs, name, lambda _shape: False)
     try:
         return configs.select_config("group", "sm_90a", shape)
     finally:
-        configs._sm90_group_wide_ok = keep
+        for name, fn in keep.items():
+            setattr(configs, name, fn)
 
 
-def _pre99_group(shape):
-    """The grouped rule's pick without exp. 99's two-form rule (nor its leaderboard unpinning)."""
-    keep = configs._sm90_group_two_forms_ok
-    configs._sm90_group_two_forms_ok = lambda _shape: False
-    try:
-        if shape == configs.GROUP_BENCHMARKS[1]:
-            return configs.sm90_group_mixed()
-        return configs.select_config("group", "sm_90a", shape)
-    finally:
-        configs._sm90_group_two_forms_ok = keep
-
-
-def _pre100_group(shape):
-    """The grouped rule's pick without exp. 100's (256, 128) mixed-form rule."""
-    keep = configs._sm90_group_mixed256_ok
-    configs._sm90_group_mixed256_ok = lambda _shape: False
-    try:
-        return configs.select_config("group", "sm_90a", shape)
-    finally:
-        configs._sm90_group_mixed256_ok = keep
-
-
-def _pre29_group(shape):
-    """The grouped rule's pick before session 29 (neither exp. 99's nor exp. 100's rule; the
-    leaderboard's g8 N7168 K2048 on its former pin)."""
-    keep = configs._sm90_group_mixed256_ok
-    configs._sm90_group_mixed256_ok = lambda _shape: False
-    try:
-        return _pre99_group(shape)
-    finally:
-        configs._sm90_group_mixed256_ok = keep
+def _pre99_group(shape, *more: str):
+    """Without exp. 99's two-form rule (nor its leaderboard unpinning) and any `more` rules."""
+    if shape == configs.GROUP_BENCHMARKS[1]:
+        return configs.sm90_group_mixed()
+    return _group_pick_without(shape, "_sm90_group_two_forms_ok", *more)
 
 
 def parse_shapes(problem: str, spec: str) -> list:

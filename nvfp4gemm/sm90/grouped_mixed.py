@@ -77,6 +77,22 @@ from nvfp4gemm.sm90.mixed import PREPASS_THREADS, Sm90MixedCommon
 SEG_FIELDS = 7  # g, nb, m0, kb0, kb1, s, ns (int32 each; configs.mixed_group_plan)
 
 
+def launch_views(meta_ptr, pre_offs_ptr, row0_ptr, seg_ptr, seg_offs_ptr, a16_ptr, a16_rows, k_max) -> tuple:
+    """The launch's tables as tensors (inside a @cute.jit __call__): (meta, pre_offs, row0,
+    segs, seg_offs, mA16)."""
+    meta = group_meta_tensor(meta_ptr)  # (16, 8) int64 group table
+    # (17,) int32 prefix sums of per-group 32-code halves of A (unused groups: a huge value)
+    pre_offs = cute.make_tensor(pre_offs_ptr, cute.make_layout(MAX_GROUPS + 1))
+    # (16,) int32 A16 row of each group's row 0
+    row0 = cute.make_tensor(row0_ptr, cute.make_layout(MAX_GROUPS))
+    # (segments, 7) int32 schedule; (CTAs + 1,) int32 each CTA's first segment
+    segs = cute.make_tensor(seg_ptr, cute.make_layout((1 << 24, SEG_FIELDS), stride=(SEG_FIELDS, 1)))
+    seg_offs = cute.make_tensor(seg_offs_ptr, cute.make_layout(1 << 16))
+    # (rows, K_max) fp16 A16 of every group, K-major
+    mA16 = cute.make_tensor(a16_ptr, cute.make_layout((a16_rows, k_max), stride=(k_max, 1)))
+    return meta, pre_offs, row0, segs, seg_offs, mA16
+
+
 class Sm90GroupedMixedKernel(Sm90MixedCommon):
     num_gemms = 1
 
@@ -155,29 +171,29 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         num_ctas: Int32,
         stream: cuda.CUstream,
     ):
-        meta = group_meta_tensor(meta_ptr)  # (16, 8) int64 group table
-        # (17,) int32 prefix sums of per-group 32-code halves of A (unused groups: a huge value)
-        pre_offs = cute.make_tensor(pre_offs_ptr, cute.make_layout(MAX_GROUPS + 1))
-        # (16,) int32 A16 row of each group's row 0
-        row0 = cute.make_tensor(row0_ptr, cute.make_layout(MAX_GROUPS))
-        # (segments, 7) int32 schedule; (CTAs + 1,) int32 each CTA's first segment
-        segs = cute.make_tensor(seg_ptr, cute.make_layout((1 << 24, SEG_FIELDS), stride=(SEG_FIELDS, 1)))
-        seg_offs = cute.make_tensor(seg_offs_ptr, cute.make_layout(1 << 16))
-        # (rows, K_max) fp16 A16 of every group, K-major
-        mA16 = cute.make_tensor(a16_ptr, cute.make_layout((a16_rows, k_max), stride=(k_max, 1)))
-
-        self._setup()  # tiled MMA (64 x 128, A from registers), layouts and storage
-        tma_a16, tA16 = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), mA16,
-            cute.slice_(self.a16_layout, (None, None, 0)), (self.tile_n, SUB_K))
-        self.prepass_kernel(meta, pre_offs, row0, a16_ptr, total_halves, k_max).launch(
-            grid=[(total_halves + PREPASS_THREADS - 1) // PREPASS_THREADS, 1, 1], block=[PREPASS_THREADS, 1, 1],
-            stream=stream)
+        meta, pre_offs, row0, segs, seg_offs, mA16 = launch_views(meta_ptr, pre_offs_ptr, row0_ptr, seg_ptr,
+                                                                  seg_offs_ptr, a16_ptr, a16_rows, k_max)
+        tma_a16, tA16 = self.setup_a16_tma(mA16)
+        self.launch_prepass(meta, pre_offs, row0, a16_ptr, total_halves, k_max, stream)
         # programmatic dependent launch: B loads and decode start while the pre-pass drains;
         # only the A16 loads wait for it (griddepcontrol.wait)
         self.kernel(tma_a16, tA16, self.tiled_mma, meta, row0, segs, seg_offs, ws_ptr, flags_ptr).launch(
             grid=[num_ctas, 1, 1], block=[self.threads_per_cta, 1, 1], cluster=[2 if self.cluster_pairs else 1, 1, 1],
             min_blocks_per_mp=1, stream=stream, use_pdl=True)
+
+    def setup_a16_tma(self, mA16):
+        """This form's tiled MMA, layouts and storage (`_setup`), then the TMA atom and view of
+        A16 in its (tile_n, 64) sub-blocks."""
+        self._setup()
+        return cute.nvgpu.cpasync.make_tiled_tma_atom(
+            cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), mA16,
+            cute.slice_(self.a16_layout, (None, None, 0)), (self.tile_n, SUB_K))
+
+    def launch_prepass(self, meta, pre_offs, row0, a16_ptr, total_halves, k_max, stream):
+        """The A pre-pass launch, one thread per 32-code half row of every group's A."""
+        self.prepass_kernel(meta, pre_offs, row0, a16_ptr, total_halves, k_max).launch(
+            grid=[(total_halves + PREPASS_THREADS - 1) // PREPASS_THREADS, 1, 1], block=[PREPASS_THREADS, 1, 1],
+            stream=stream)
 
     @cute.kernel
     def prepass_kernel(self, meta: cute.Tensor, pre_offs: cute.Tensor, row0: cute.Tensor, a16_ptr: cute.Pointer,
@@ -387,23 +403,12 @@ class Sm90GroupedMixedTwoFormsKernel:
         narrow_ctas: Int32,
         stream: cuda.CUstream,
     ):
-        # the tables of Sm90GroupedMixedKernel.__call__ (group indices global, both forms' segments)
-        meta = group_meta_tensor(meta_ptr)
-        pre_offs = cute.make_tensor(pre_offs_ptr, cute.make_layout(MAX_GROUPS + 1))
-        row0 = cute.make_tensor(row0_ptr, cute.make_layout(MAX_GROUPS))
-        segs = cute.make_tensor(seg_ptr, cute.make_layout((1 << 24, SEG_FIELDS), stride=(SEG_FIELDS, 1)))
-        seg_offs = cute.make_tensor(seg_offs_ptr, cute.make_layout(1 << 16))
-        # (rows, K_max) fp16 A16 of every group, K-major: one TMA atom per form's row block
-        mA16 = cute.make_tensor(a16_ptr, cute.make_layout((a16_rows, k_max), stride=(k_max, 1)))
-        atoms = []
-        for form in (self.narrow, self.wide):
-            form._setup()
-            atoms.append(cute.nvgpu.cpasync.make_tiled_tma_atom(
-                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp(), mA16,
-                cute.slice_(form.a16_layout, (None, None, 0)), (form.tile_n, SUB_K)))
-        self.narrow.prepass_kernel(meta, pre_offs, row0, a16_ptr, total_halves, k_max).launch(
-            grid=[(total_halves + PREPASS_THREADS - 1) // PREPASS_THREADS, 1, 1], block=[PREPASS_THREADS, 1, 1],
-            stream=stream)
+        # the single-form kernel's tables (group indices global, both forms' segments), one A16
+        # TMA atom per form's row block, its pre-pass
+        meta, pre_offs, row0, segs, seg_offs, mA16 = launch_views(meta_ptr, pre_offs_ptr, row0_ptr, seg_ptr,
+                                                                  seg_offs_ptr, a16_ptr, a16_rows, k_max)
+        atoms = [form.setup_a16_tma(mA16) for form in (self.narrow, self.wide)]
+        self.narrow.launch_prepass(meta, pre_offs, row0, a16_ptr, total_halves, k_max, stream)
         self.kernel(atoms[0][0], atoms[0][1], atoms[1][0], atoms[1][1], self.narrow.tiled_mma, self.wide.tiled_mma,
                     meta, row0, segs, seg_offs, ws_ptr, flags_ptr, narrow_ctas).launch(
             grid=[num_ctas, 1, 1], block=[self.narrow.threads_per_cta, 1, 1],
