@@ -1009,8 +1009,10 @@ def two_forms_groups(shapes) -> tuple[list[int], list[int]]:
 
 # Weights of a k-block of each form in the split point's balance: P minimizes the larger of
 # the two forms' busiest CTAs (k-blocks + stream-K charges, `plan_cta_loads`) times these.
-# Fitted on the measured best of 3-5 split points on 8 shapes (H100, exp. 99: g4-16, N_g
-# 2048-14336, K_g 2048-7168); the window is searched around the work-proportional split.
+# Set by hand from the best of 3-5 split points measured on 8 shapes (H100, exp. 99: g4-16, N_g
+# 2048-14336, K_g 2048-7168): the plan's P lands within 4 CTAs of it on all 8, on it for few
+# (a least-squares fit of the same model was too flat to place P); the window is searched
+# around the work-proportional split.
 TWO_FORMS_KB_US = {(256, 128): 2.9, (128, 256): 2.65}
 TWO_FORMS_P_WINDOW = 12
 
@@ -1492,9 +1494,10 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # pre-pass, B_g into wgmma registers, host-made segments; exps. 69, 78).  H100,
     # 2026-11-25, ab_compare (2 rounds x 30) against the 128x256 stored-decode kernel the rule
     # picks: g8 N4096 K7168 132.0 vs 140.8 us (0.938), g8 N7168 K2048 0.969; the same in an
-    # earlier pair of rounds (0.936, 0.958).  Not a rule: see _sm90_group_mixed_rule.  The
-    # g8 N7168 K2048 case now takes the rule's two-form kernel (exp. 99: 0.923-0.944 against
-    # this pin); on g8 N4096 K7168 that kernel ran 1.009-1.095 of this one, so the pin stays.
+    # earlier pair of rounds (0.936, 0.958).  (Exp. 100's rule now picks this form for g8
+    # N4096 K7168 too; the pin keeps it there whatever that rule's bounds become.)  The g8
+    # N7168 K2048 case now takes the rule's two-form kernel (exp. 99: 0.923-0.944 against this
+    # pin); on g8 N4096 K7168 that kernel ran 1.009-1.095 of this one.
     ("sm_90a", "group", GROUP_BENCHMARKS[0]): sm90_group_mixed(),
     # g2 N3072 K4096: the mixed-input kernel with 128-row tiles (120 tiles of 128 B_g rows x
     # 128 A rows, stream-K over 132 SMs; exp. 80).  H100, 2026-11-25, explicit configs, one
