@@ -226,14 +226,15 @@ def _sm90_group_cfg(tile, swap=False, split_k=False):
         swap_ab=swap, raster="n" if swap else "m", split_k=split_k), cap=4)
 
 
-def _run_config(data, problem, cfg, shape):
+def _run_config(data, problem, cfg, shape, **runtime_kw):
     """One sm_90a kernel with an explicit config (not the one custom_kernel selects): C
-    poisoned, then fully written and correct."""
+    poisoned, then fully written and correct.  `runtime_kw` goes to the module's runtime_args
+    (the two-form grouped kernel's narrow_ctas)."""
     from nvfp4gemm import harness
 
     ck = harness.compile_kernel(problem, "sm_90a", cfg, shape)
     mod, _ = harness.kernel_module(problem, "sm_90a", cfg)
-    args = mod.runtime_args(data, cfg, torch.cuda.current_stream())
+    args = mod.runtime_args(data, cfg, torch.cuda.current_stream(), **runtime_kw)
     outs = [data[-1]] if problem == "dual" else [c for _, _, c in data[0]]
     for c in outs:
         c.fill_(float("nan"))
@@ -286,13 +287,13 @@ def test_grouped_split_k(tile, swap, shape):
     _run_group_thrice(data, cfg, shape)
 
 
-def _run_group_thrice(data, cfg, shape):
+def _run_group_thrice(data, cfg, shape, **runtime_kw):
     """`_run_config` three times on one grouped input: each correct and bit-identical to the
     first (split-K reductions in a fixed order; counters / flags reset by the kernel)."""
-    _run_config(data, "group", cfg, shape)
+    _run_config(data, "group", cfg, shape, **runtime_kw)
     first = [c.clone() for _, _, c in data[0]]
     for _ in range(2):
-        _run_config(data, "group", cfg, shape)
+        _run_config(data, "group", cfg, shape, **runtime_kw)
         for c0, (_, _, c) in zip(first, data[0]):
             assert torch.equal(c0, c), "split-K result changed between calls"
 
@@ -710,7 +711,7 @@ def test_grouped_mixed(pairs, shape):
     data = R.generate_input(ms, ns, ks, len(shape), 31, device="cuda", poison_padding=True)
     _run_group_thrice(data, cfg, shape)
     rows, _shapes = gm.group_table_rows(data)
-    tabs = gm.cached_launch_tables(("mixed", cfg) + tuple(tuple(r) for r in rows), None)
+    tabs = gm.cached_launch_tables(gm.launch_table_key(cfg, rows), None)
     assert int(tabs[7].abs().sum()) == 0, "stream-K flags not reset"
 
 
@@ -732,31 +733,15 @@ def test_grouped_mixed_two_forms(shape, narrow_ctas):
     128) form, the rest the wide (128, 256) form, one pre-pass (wide groups first in A16),
     stream-K on both sides; poisoned C and scale padding, three calls bit-identical, flags
     left zero."""
-    from nvfp4gemm import harness
     from nvfp4gemm.sm90 import grouped_mixed as gm
 
     cfg = configs.sm90_group_mixed_two_forms()
     gm.Sm90GroupedMixedTwoFormsKernel.can_implement(cfg, shape)
     ms, ns, ks = (list(x) for x in zip(*shape))
     data = R.generate_input(ms, ns, ks, len(shape), 37, device="cuda", poison_padding=True)
-    ck = harness.compile_kernel("group", "sm_90a", cfg, shape)
-    outs = [c for _, _, c in data[0]]
-    first = None
-    for _ in range(3):
-        args = gm.runtime_args(data, cfg, torch.cuda.current_stream(), narrow_ctas)
-        for c in outs:
-            c.fill_(float("nan"))
-        ck.fn(*args)
-        torch.cuda.synchronize()
-        assert not any(torch.isnan(c).any() for c in outs), "output not fully written (NaN left)"
-        ok, msg = R.check_implementation(data, outs)
-        assert ok, msg
-        if first is None:
-            first = [c.clone() for c in outs]
-        assert all(torch.equal(c0, c) for c0, c in zip(first, outs)), "result changed between calls"
+    _run_group_thrice(data, cfg, shape, narrow_ctas=narrow_ctas)
     rows, _shapes = gm.group_table_rows(data)
-    key = ("mixed", cfg) + tuple(tuple(r) for r in rows) + ((narrow_ctas,) if narrow_ctas is not None else ())
-    tabs = gm.cached_launch_tables(key, None)
+    tabs = gm.cached_launch_tables(gm.launch_table_key(cfg, rows, narrow_ctas), None)
     assert int(tabs[7].abs().sum()) == 0, "stream-K flags not reset"
     if narrow_ctas is not None:
         assert tabs[12] <= narrow_ctas  # (the (256, 128) plan may need fewer CTAs than it is given)

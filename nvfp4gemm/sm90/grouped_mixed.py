@@ -482,6 +482,12 @@ def launch_tables(config: KernelConfig, dev, rows, shapes, narrow_ctas: int | No
             halves[len(shapes)], k_max, plan["a16_rows"], ctas) + ((plan["narrow_ctas"],) if config.two_forms else ())
 
 
+def launch_table_key(config: KernelConfig, rows, narrow_ctas: int | None = None) -> tuple:
+    """`cached_launch_tables` key of a launch: the config, every group's table row (addresses and
+    sizes) and a two-form split fixed by the caller."""
+    return ("mixed", config) + tuple(tuple(r) for r in rows) + ((narrow_ctas,) if narrow_ctas is not None else ())
+
+
 def runtime_args(data, config: KernelConfig, stream, narrow_ctas: int | None = None) -> tuple:
     """The compile_args tuple from a grouped input (tables cached per config and buffers);
     `narrow_ctas` fixes a two-form config's split instead of the plan's choice."""
@@ -489,8 +495,8 @@ def runtime_args(data, config: KernelConfig, stream, narrow_ctas: int | None = N
 
     rows, shapes = group_table_rows(data)
     dev = data[0][0][2].device
-    key = ("mixed", config) + tuple(tuple(r) for r in rows) + ((narrow_ctas,) if narrow_ctas is not None else ())
-    tabs = cached_launch_tables(key, lambda: launch_tables(config, dev, rows, shapes, narrow_ctas))
+    tabs = cached_launch_tables(launch_table_key(config, rows, narrow_ctas),
+                                lambda: launch_tables(config, dev, rows, shapes, narrow_ctas))
     meta, halves, row0, segs, seg_offs, a16, ws, flags, total, k_max, a16_rows, ctas = tabs[:12]
     if not isinstance(stream, cuda.CUstream):
         stream = cuda.CUstream(stream.cuda_stream)
