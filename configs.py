@@ -1119,15 +1119,29 @@ def two_forms_wide_share(shape) -> float:
 TWO_FORMS_MAX_A16_BYTES = 26 << 20
 
 
+def group_wave_plan_applies(shape) -> bool:
+    """Whether the grouped mixed kernel's (256, 128) tiles of `shape` get the wave plan on
+    sm_90a (exp. 102: every K_g equal, at least a wave of tiles)."""
+    return all(n % 256 == 0 for _m, n, _k in shape) and \
+        mixed_group_wave_plan(shape, SM_COUNT["sm_90a"]) is not None
+
+
+# Exp. 102: where the wave plan applies, the wide-share and A16 bounds go.  They were set on
+# losses of the stream-K plan, which re-read B_g from DRAM; with the wave plan (H100,
+# 2026-11-25, one process, 3 rounds) the two-form kernel ran 0.95-1.006 of the (256, 128) form
+# on 8 shapes, at wide shares 0.22 (g8 M20-200 N4096 K7168, 1.128 before), 0.40 (g8 M200-300
+# N4096 K7168, 1.38 before) and 0.55 (the leaderboard's g8 N4096 K7168, 0.964), and 0.878 of
+# the stored-decode pick at A16 ~40 MB (g8 M200-300 N7168 K7168).
 def _sm90_group_two_forms_ok(shape) -> bool:
     if not fits(sm90_group_mixed_two_forms(), shape):
         return False
     narrow, wide = two_forms_groups(shape)
     a16 = (sum(ceil_div(shape[g][0], 128) * 128 for g in narrow) + sum(ceil_div(shape[g][0], 256) * 256 for g in wide)) \
         * max(k for _m, _n, k in shape) * 2
-    return two_forms_k_blocks(shape) >= TWO_FORMS_MIN_KB and a16 <= TWO_FORMS_MAX_A16_BYTES \
-        and all(n >= TWO_FORMS_MIN_NK and k >= TWO_FORMS_MIN_NK for _m, n, k in shape) \
-        and two_forms_wide_share(shape) >= TWO_FORMS_MIN_WIDE_SHARE
+    bounded = group_wave_plan_applies(shape) or (
+        a16 <= TWO_FORMS_MAX_A16_BYTES and two_forms_wide_share(shape) >= TWO_FORMS_MIN_WIDE_SHARE)
+    return two_forms_k_blocks(shape) >= TWO_FORMS_MIN_KB and bounded \
+        and all(n >= TWO_FORMS_MIN_NK and k >= TWO_FORMS_MIN_NK for _m, n, k in shape)
 
 
 # The (256, 128) mixed-input form, stream-K, where the ranking picks a non-swap stored-decode
@@ -1141,7 +1155,10 @@ def _sm90_group_two_forms_ok(shape) -> bool:
 # g8 M200-300 against the pre-session pick: N4096 K4096 0.976, N4096 K7168 0.982, but N7168
 # K7168 **1.161** (461 vs 397 us; session 22 saw 1.088 on a like shape) -- so A16 (every M_g
 # padded to 128 rows x K_max fp16) <= MIXED_GROUP_MAX_A16_BYTES, set between the wins (<= 16.5
-# MB) and that loss (36.7 MB), not validated (cause not measured; L2 holds 50 MB).
+# MB) and that loss (36.7 MB), not validated (cause not measured; L2 holds 50 MB).  Exp. 102
+# found it (the stream-K plan re-read B_g from DRAM) and drops the bound where the wave plan
+# applies: there the form ran 0.914 (g8 M200-300 N7168 K7168) and 0.932 (N4096 K7168) of the
+# stored-decode pick.
 MIXED_GROUP_MIN_KB = 2048
 MIXED_GROUP_RULE_MIN_N = 3072
 MIXED_GROUP_MAX_A16_BYTES = 20 << 20
@@ -1151,48 +1168,26 @@ def _sm90_group_mixed256_ok(shape) -> bool:
     kbs = sum((n // 256) * ceil_div(m, 128) * (k // K_BLOCK) for m, n, k in shape)
     a16 = sum(ceil_div(m, 128) * 128 for m, _n, _k in shape) * max(k for _m, _n, k in shape) * 2
     return all(n % 256 == 0 and n >= MIXED_GROUP_RULE_MIN_N and k >= TWO_FORMS_MIN_NK for _m, n, k in shape) \
-        and kbs >= MIXED_GROUP_MIN_KB and a16 <= MIXED_GROUP_MAX_A16_BYTES
+        and kbs >= MIXED_GROUP_MIN_KB and (a16 <= MIXED_GROUP_MAX_A16_BYTES or group_wave_plan_applies(shape))
 
 
-def mixed_group_plan(shapes, sms: int, tile=(256, 128), pairs: bool = False) -> dict:
-    """Host schedule of the grouped mixed-input kernel (one persistent CTA per SM).
-
-    Tiles: per group g, B_g's rows in blocks of tile[0] (nb) x A_g's rows in blocks of
-    tile[1] (m0; the last one ragged), ordered (g, nb, m0) so that CTAs running at one time
-    share B_g blocks and A_g in L2.  Work: the tiles' k-blocks in that order, cut into
-    contiguous CTA ranges (stream-K) by the smallest per-CTA budget under which a greedy
-    fill needs at most `sms` CTAs.  A split tile's k-block-0 segment is its CTA's last work
-    (the finisher, charged STREAM_K_SEGMENT_KB k-blocks per partial it adds), every other
-    segment is its CTA's first (a writer, charged one partial); segment s of a tile lies on
-    CTA c + s, so writers never wait (mixed.py).
-
-    `pairs` (split-K pairs, cluster (2, 1)): tile t on CTAs 2t (k-blocks [0, KB / 2), s = 0)
-    and 2t + 1 ([KB / 2, KB), s = 1), ns = 2, any number of CTAs.
-
-    Returns dict: segs (rows g, nb, m0, kb0, kb1, s, ns), seg_offs (ctas + 1: CTA c runs
-    segs[seg_offs[c]:seg_offs[c + 1]]), row0 (A16 row of each group's row 0: groups padded
-    to tile[1] rows), a16_rows, ctas."""
-    tm, tn = tile
+def stream_k_fill(tile_kbs, sms: int) -> list:
+    """Stream-K cut of tiles with `tile_kbs` k-blocks each, in order, into contiguous CTA ranges:
+    the smallest per-CTA budget under which a greedy fill needs at most `sms` CTAs.  A split
+    tile's k-block-0 segment is its CTA's last work (the finisher, charged
+    STREAM_K_SEGMENT_KB k-blocks per partial it adds), every other segment its CTA's first (a
+    writer, charged one partial).  Returns per-CTA lists [(tile index, kb0, kb1)]."""
     pen = STREAM_K_SEGMENT_KB
-    tiles, row0, r = [], [], 0
-    for g, (m, n, k) in enumerate(shapes):
-        row0.append(r)
-        r += ceil_div(m, tn) * tn
-        tiles += [(g, nb, m0, k // K_BLOCK) for nb in range(n // tm) for m0 in range(0, m, tn)]
-    if pairs:
-        rows = [(g, nb, m0, s * kbs // 2, (s + 1) * kbs // 2, s, 2) for g, nb, m0, kbs in tiles for s in (0, 1)]
-        return {"segs": rows, "seg_offs": list(range(len(rows) + 1)), "row0": row0, "a16_rows": r,
-                "ctas": len(rows)}
 
     def fill(budget_t):
         """Per-CTA segment lists [(tile, kb0, kb1)] under budget_t, or None if over sms CTAs."""
         ctas, i, u = [], 0, 0
-        while i < len(tiles):
+        while i < len(tile_kbs):
             if len(ctas) == sms:
                 return None
             budget, segs = budget_t, []
-            while i < len(tiles):
-                kbs = tiles[i][3]
+            while i < len(tile_kbs):
+                kbs = tile_kbs[i]
                 rest = (kbs - u) + (pen if u > 0 else 0)  # a writer pays for its partial
                 if rest <= budget:
                     segs.append((i, u, kbs))
@@ -1212,8 +1207,8 @@ def mixed_group_plan(shapes, sms: int, tile=(256, 128), pairs: bool = False) -> 
             ctas.append(segs)
         return ctas
 
-    total = sum(t[3] for t in tiles)
-    lo, hi = total / sms, 2 * total / sms + 4 * max(t[3] for t in tiles)
+    total = sum(tile_kbs)
+    lo, hi = total / sms, 2 * total / sms + 4 * max(tile_kbs)
     best = fill(hi)
     while best is None:
         hi *= 2
@@ -1225,18 +1220,116 @@ def mixed_group_plan(shapes, sms: int, tile=(256, 128), pairs: bool = False) -> 
             lo = mid
         else:
             hi, best = mid, f
+    return best
+
+
+def _fill_rows(tiles, tile_kbs, sms: int) -> list:
+    """`stream_k_fill` of tiles (g, nb, m0) as per-CTA segment rows (g, nb, m0, kb0, kb1, s,
+    ns): segment s of a split tile on CTA c + s."""
+    best = stream_k_fill(tile_kbs, sms)
     owners: dict[int, list] = {}  # tile -> [CTA of each segment], in k order
     for c, segs in enumerate(best):
         for i, _kb0, _kb1 in segs:
             owners.setdefault(i, []).append(c)
+    return [[(*tiles[i], kb0, kb1, owners[i].index(c), len(owners[i])) for i, kb0, kb1 in segs]
+            for c, segs in enumerate(best)]
+
+
+def mixed_group_wave_plan(shapes, sms: int, tile=(256, 128)) -> dict | None:
+    """Whole waves, then a stream-K tail (exp. 102) -- or None where it does not apply (K_g not
+    all equal, or fewer tiles than a wave).
+
+    Why: the stream-K plan's contiguous CTA ranges hold ~tiles / sms consecutive tiles each, so
+    the A_g blocks that share a B_g block (same g, nb) mostly run one after another on one CTA,
+    and B_g, read once per A_g block, comes from DRAM again (Nsight Compute, g8 N4096 K7168:
+    252 MB of DRAM reads for 117 MB of B).  Here they run at the same time.
+
+    Same tiles, order and A16 rows as `mixed_group_plan`.  W = tiles // sms whole waves: CTA c
+    runs tiles c, c + sms, .. (a wave's CTAs hold consecutive tiles, so the A_g blocks that share
+    a B_g block read it at the same time).  The T = tiles % sms left over: where T <= sms / 2,
+    each is split over s = sms // T CTAs (tail tile j on CTAs s j .. s j + s - 1) at the same
+    k-block boundaries, so tail tiles that share B_g also read it in step, the finisher (s = 0,
+    k-block 0) shorter by the STREAM_K_SEGMENT_KB charges of the partials it adds; else the
+    stream-K fill of `stream_k_fill` over them on all sms CTAs.  Every split segment follows only
+    whole tiles or (fill) is its CTA's first tail segment, and every finisher is its CTA's last
+    work, so a finisher waits only for writers that never wait (no deadlock), and each CTA
+    writes at most one partial."""
+    tm, tn = tile
+    pen = STREAM_K_SEGMENT_KB
+    if len({k for _m, _n, k in shapes}) != 1:
+        return None
+    kbs = shapes[0][2] // K_BLOCK
+    tiles, row0, r = [], [], 0
+    for g, (m, n, _k) in enumerate(shapes):
+        row0.append(r)
+        r += ceil_div(m, tn) * tn
+        tiles += [(g, nb, m0) for nb in range(n // tm) for m0 in range(0, m, tn)]
+    waves, tail = divmod(len(tiles), sms)
+    if waves == 0:
+        return None
+    per_cta = [[(*tiles[w * sms + c], 0, kbs, 0, 1) for w in range(waves)] for c in range(sms)]
+    if tail and sms // tail < 2:
+        # more than half a wave left: stream-K over it (B_g blocks shared out of step)
+        for c, segs in enumerate(_fill_rows(tiles[waves * sms:], [kbs] * tail, sms)):
+            per_cta[c] += segs
+    elif tail:
+        s = min(sms // tail, kbs)
+        while True:  # writers take ~w k-blocks, the finisher w - (s - 2) pen: equal cost with the charges
+            w = (kbs + (s - 2) * pen) / s
+            cuts = [0] + [kbs - round(w * (s - q)) for q in range(1, s)] + [kbs]
+            if s == 1 or all(a < b for a, b in zip(cuts, cuts[1:])):
+                break
+            s -= 1
+        for j in range(tail):
+            g, nb, m0 = tiles[waves * sms + j]
+            for q in range(s):
+                per_cta[s * j + q].append((g, nb, m0, cuts[q], cuts[q + 1], q, s))
     rows, offs = [], [0]
-    for c, segs in enumerate(best):
-        for i, kb0, kb1 in segs:
-            own = owners[i]
-            g, nb, m0, _kbs = tiles[i]
-            rows.append((g, nb, m0, kb0, kb1, own.index(c), len(own)))
+    for segs in per_cta:
+        rows += segs
         offs.append(len(rows))
-    return {"segs": rows, "seg_offs": offs, "row0": row0, "a16_rows": r, "ctas": len(best)}
+    return {"segs": rows, "seg_offs": offs, "row0": row0, "a16_rows": r, "ctas": sms}
+
+
+def mixed_group_plan(shapes, sms: int, tile=(256, 128), pairs: bool = False, waves: bool = True) -> dict:
+    """Host schedule of the grouped mixed-input kernel (one persistent CTA per SM):
+    `mixed_group_wave_plan` where it applies and `waves` (exp. 102), else the stream-K plan
+    below.
+
+    Tiles: per group g, B_g's rows in blocks of tile[0] (nb) x A_g's rows in blocks of
+    tile[1] (m0; the last one ragged), ordered (g, nb, m0) so that CTAs running at one time
+    share B_g blocks and A_g in L2.  Work: the tiles' k-blocks in that order, cut into
+    contiguous CTA ranges (stream-K) by the smallest per-CTA budget under which a greedy
+    fill needs at most `sms` CTAs.  A split tile's k-block-0 segment is its CTA's last work
+    (the finisher, charged STREAM_K_SEGMENT_KB k-blocks per partial it adds), every other
+    segment is its CTA's first (a writer, charged one partial); segment s of a tile lies on
+    CTA c + s, so writers never wait (mixed.py).
+
+    `pairs` (split-K pairs, cluster (2, 1)): tile t on CTAs 2t (k-blocks [0, KB / 2), s = 0)
+    and 2t + 1 ([KB / 2, KB), s = 1), ns = 2, any number of CTAs.
+
+    Returns dict: segs (rows g, nb, m0, kb0, kb1, s, ns), seg_offs (ctas + 1: CTA c runs
+    segs[seg_offs[c]:seg_offs[c + 1]]), row0 (A16 row of each group's row 0: groups padded
+    to tile[1] rows), a16_rows, ctas."""
+    tm, tn = tile
+    tiles, row0, r = [], [], 0
+    for g, (m, n, k) in enumerate(shapes):
+        row0.append(r)
+        r += ceil_div(m, tn) * tn
+        tiles += [(g, nb, m0, k // K_BLOCK) for nb in range(n // tm) for m0 in range(0, m, tn)]
+    if pairs:
+        rows = [(g, nb, m0, s * kbs // 2, (s + 1) * kbs // 2, s, 2) for g, nb, m0, kbs in tiles for s in (0, 1)]
+        return {"segs": rows, "seg_offs": list(range(len(rows) + 1)), "row0": row0, "a16_rows": r,
+                "ctas": len(rows)}
+
+    plan = mixed_group_wave_plan(shapes, sms, tile) if waves else None
+    if plan is not None:
+        return plan
+    rows, offs = [], [0]
+    for segs in _fill_rows([t[:3] for t in tiles], [t[3] for t in tiles], sms):
+        rows += segs
+        offs.append(len(rows))
+    return {"segs": rows, "seg_offs": offs, "row0": row0, "a16_rows": r, "ctas": len(offs) - 1}
 
 
 SKINNY_MAX_M = 16  # dual M / grouped max M_g up to this: the mma.sync kernels on sm_90a (skinny.py)
@@ -1497,8 +1590,9 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # earlier pair of rounds (0.936, 0.958).  (Exp. 100's rule now picks this form for g8
     # N4096 K7168 too; the pin keeps it there whatever that rule's bounds become.)  The g8
     # N7168 K2048 case now takes the rule's two-form kernel (exp. 99: 0.923-0.944 against this
-    # pin); on g8 N4096 K7168 that kernel ran 1.009-1.095 of this one.
-    ("sm_90a", "group", GROUP_BENCHMARKS[0]): sm90_group_mixed(),
+    # pin); on g8 N4096 K7168 that kernel ran 1.009-1.095 of this one -- under the stream-K
+    # plan.  With exp. 102's wave plan it runs 0.955-0.964 of it (H100, 2026-11-25), so g8
+    # N4096 K7168 takes the rule's two-form kernel as well; its pin is gone.
     # g2 N3072 K4096: the mixed-input kernel with 128-row tiles (120 tiles of 128 B_g rows x
     # 128 A rows, stream-K over 132 SMs; exp. 80).  H100, 2026-11-25, explicit configs, one
     # process, 3 rounds: 37.8-37.9 vs 38.6-38.7 us for the 128x128 stored-decode kernel

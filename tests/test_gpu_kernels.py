@@ -677,6 +677,10 @@ _GM_RAGGED = ((1, 512, 2048), (7, 256, 1024), (33, 768, 2048), (130, 512, 512), 
     (False, _GM_RAGGED),  # 21 tiles over 132 CTAs: every tile cut into several stream-K segments
     (False, ((1, 256, 7168), (300, 256, 7168))),  # 4 tiles x 28 k-blocks: chains of up to ~7 segments
     (False, ((600, 14336, 4096), (384, 14336, 4096))),  # 448 tiles: several whole tiles per CTA
+    # the wave plan (exp. 102; the two above: 1 wave + a lockstep tail of 44 tiles in 3 segments,
+    # 3 waves + 52 tiles in 2): 2 waves + a stream-K fill of 72 tiles; exactly one wave
+    (False, tuple((m, 4096, 4096) for m in (218, 286, 278, 245, 221, 270, 291, 284))),
+    (False, ((128, 5632, 1024),) * 6),
     # split-K pairs: ragged rows (a rank-1 half entirely past M_g = 1, 7, 33), K per group
     # 512-2048 (1 + 1 to 4 + 4 k-blocks), 3 k-blocks split 1 + 2, more clusters than fit at once
     (True, configs.GROUP_BENCHMARKS[2]), (True, configs.GROUP_BENCHMARKS[3]), (True, _GM_RAGGED),
@@ -692,8 +696,8 @@ _GM_RAGGED = ((1, 512, 2048), (7, 256, 1024), (33, 768, 2048), (130, 512, 512), 
     # groups padded to 256 rows, 128 KB partials)
     ("wide", configs.GROUP_BENCHMARKS[2]), ("wide", _GM_RAGGED), ("wide", ((1, 128, 7168), (300, 128, 7168))),
     ("wide", ((600, 14336, 4096), (384, 14336, 4096))),
-], ids=["g8-N4096-K7168", "g8-N7168-K2048", "ragged", "few-tiles", "many-tiles",
-        "pairs-g2-N3072-K4096", "pairs-g2-N4096-K1536", "pairs-ragged", "pairs-odd-kb", "pairs-2-waves",
+], ids=["g8-N4096-K7168", "g8-N7168-K2048", "ragged", "few-tiles", "many-tiles", "waves-fill-tail",
+        "waves-exact", "pairs-g2-N3072-K4096", "pairs-g2-N4096-K1536", "pairs-ragged", "pairs-odd-kb", "pairs-2-waves",
         "128-g2-N3072-K4096", "128-g2-N4096-K1536", "128-ragged", "128-few-tiles",
         "64-g8-M64", "64-ragged", "64-few-tiles", "64-mixed",
         "wide-g2-N3072-K4096", "wide-ragged", "wide-few-tiles", "wide-many-tiles"])

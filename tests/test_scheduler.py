@@ -303,15 +303,25 @@ _GM_SHAPES = list(configs.GROUP_BENCHMARKS) + [
            for _ in range(rnd.randint(1, 16))) for rnd in map(random.Random, range(12))]
 
 
+# whole waves with a stream-K tail over more than half a wave (g8 M200-300: 336 tiles on 132
+# CTAs), exactly whole waves (132 tiles), and a lockstep tail of short K (4 k-blocks)
+_GM_WAVE_SHAPES = [tuple((m, 4096, 4096) for m in (218, 286, 278, 245, 221, 270, 291, 284)),
+                   ((128, 5632, 1024),) * 6, tuple((m, 4096, 1024) for m in (80, 176, 128, 72, 64, 248, 96, 160))]
+
+
+@pytest.mark.parametrize("waves", [True, False])
 @pytest.mark.parametrize("sms", [132, 7, 1])
-@pytest.mark.parametrize("shape", _GM_SHAPES, ids=lambda s: f"g{len(s)}-{s[0]}")
-def test_mixed_group_plan(shape, sms):
+@pytest.mark.parametrize("shape", _GM_SHAPES + _GM_WAVE_SHAPES, ids=lambda s: f"g{len(s)}-{s[0]}")
+def test_mixed_group_plan(shape, sms, waves):
     """configs.mixed_group_plan, the grouped mixed-input kernel's schedule: every k-block of
     every (group, 256 B rows, 128 A rows) tile exactly once; at most `sms` CTAs; a split
     tile's segments in k order on consecutive CTAs c, c + 1, .. with s = 0 (k-block 0) the
-    last segment of its CTA (the finisher) and every s > 0 the first of its CTA (a writer,
-    which never waits); A16 row offsets per group padded to 128 rows."""
-    p = configs.mixed_group_plan(shape, sms)
+    last segment of its CTA (the finisher, which stages partials in the A16 ring), and every
+    s > 0 (a writer) at most one per CTA and preceded only by whole tiles, which never wait --
+    in the stream-K plan (waves=False, or where no wave plan applies) the first of its CTA; A16
+    row offsets per group padded to 128 rows."""
+    p = configs.mixed_group_plan(shape, sms, waves=waves)
+    wave_plan = waves and configs.mixed_group_wave_plan(shape, sms) is not None
     segs, offs = p["segs"], p["seg_offs"]
     assert 1 <= p["ctas"] <= sms and len(offs) == p["ctas"] + 1
     assert offs[0] == 0 and offs[-1] == len(segs) and all(a < b for a, b in zip(offs, offs[1:]))
@@ -329,10 +339,46 @@ def test_mixed_group_plan(shape, sms):
         c0 = parts[0][4]
         for s, (_kb0, _kb1, s_, ns, c, i) in enumerate(parts):
             assert (s_, ns, c) == (s, len(parts), c0 + s)
-            if ns > 1:
-                assert i == (offs[c + 1] - 1 if s == 0 else offs[c]), "finisher last, writers first"
+            if ns > 1 and s == 0:
+                assert i == offs[c + 1] - 1, "finisher last"
+            elif ns > 1 and not wave_plan:
+                assert i == offs[c], "writers first"
+            elif ns > 1:
+                before = segs[offs[c]:i]
+                assert all(b[6] == 1 for b in before), "a writer after a split segment"
+    for c in range(p["ctas"]):
+        assert sum(1 for x in segs[offs[c]:offs[c + 1]] if x[6] > 1 and x[5] > 0) <= 1, "two partials on a CTA"
     pad = [-(-m // 128) * 128 for m, _n, _k in shape]
     assert p["row0"] == [sum(pad[:g]) for g in range(len(shape))] and p["a16_rows"] == sum(pad)
+
+
+@pytest.mark.parametrize("shape", _GM_SHAPES + _GM_WAVE_SHAPES, ids=lambda s: f"g{len(s)}-{s[0]}")
+def test_mixed_group_wave_plan(shape):
+    """The wave plan (exp. 102) where every K_g is equal and there is at least a wave of tiles:
+    all 132 CTAs; wave w of CTA c is tile w * 132 + c whole (in (g, nb, m0) order, so the A_g
+    blocks of one B_g block run at the same time); a tail of at most half a wave is split at
+    the same k-blocks in every tile, its finisher shorter; else None."""
+    sms = 132
+    p = configs.mixed_group_wave_plan(shape, sms)
+    tiles = [(g, nb, m0) for g, (m, n, _k) in enumerate(shape) for nb in range(n // 256) for m0 in range(0, m, 128)]
+    if len({k for _m, _n, k in shape}) != 1 or len(tiles) < sms:
+        assert p is None
+        return
+    kbs = shape[0][2] // 256
+    waves, tail = divmod(len(tiles), sms)
+    segs, offs = p["segs"], p["seg_offs"]
+    assert p["ctas"] == sms
+    for c in range(sms):
+        mine = segs[offs[c]:offs[c + 1]]
+        assert [x[:3] for x in mine[:waves]] == [tiles[w * sms + c] for w in range(waves)]
+        assert all(x[3:] == (0, kbs, 0, 1) for x in mine[:waves])
+    tail_segs = [x for c in range(sms) for x in segs[offs[c] + waves:offs[c + 1]]]
+    assert {x[:3] for x in tail_segs} == set(tiles[waves * sms:])
+    if tail and sms // tail >= 2:
+        cuts = {(x[3], x[4], x[5]) for x in tail_segs}
+        assert len(cuts) == tail_segs[0][6], "tail tiles cut at different k-blocks"
+        first = [x for x in tail_segs if x[5] == 0][0]
+        assert all(first[4] - first[3] <= x[4] - x[3] for x in tail_segs), "finisher not the shortest"
 
 
 @pytest.mark.parametrize("shape", _GM_SHAPES, ids=lambda s: f"g{len(s)}-{s[0]}")
@@ -383,10 +429,11 @@ def test_mixed_group_two_forms_plan(shape, narrow_ctas):
 
 def test_grouped_rule_two_forms():
     """Where the grouped rule picks the two-form mixed-input kernel (exp. 99): groups of both
-    forms, every N_g and K_g >= 2048, >= 2048 k-blocks of tiles, >= 0.6 of the MACs in the
-    wide form -- the shapes it won on and the leaderboard's g8 N7168 K2048; below that share
-    the (256, 128) form alone (exp. 100); g8 N4096 K7168 stays pinned to the (256, 128) form,
-    g2 N3072 K4096 to the 128 x 128 mixed tiles."""
+    forms, every N_g and K_g >= 2048, >= 2048 k-blocks of tiles; where the wave plan applies
+    (every K_g equal, a wave of tiles: exp. 102) at any wide share and A16 -- the leaderboard's
+    two 8-group cases among them --, else only with >= 0.6 of the MACs in the wide form and
+    A16 <= 26 MB, the (256, 128) form alone below that share (exp. 100); g2 N3072 K4096 stays
+    pinned to the 128 x 128 mixed tiles."""
     two = configs.sm90_group_mixed_two_forms()
     pick = lambda groups: configs.select_config("group", "sm_90a", tuple(groups))  # noqa: E731
     for shape in ([(m, 4096, 7168) for m in (200, 180, 100, 220, 150, 240, 60, 170)],
@@ -395,14 +442,18 @@ def test_grouped_rule_two_forms():
                   [(m, 5120, 4096) for m in (140, 250, 90, 230, 200, 120)],
                   [(m, 4096, 2048) for m in (30, 250, 140, 90, 200, 180, 60, 240, 130, 170, 220, 40, 160, 110, 210, 190)],
                   [(150, 7168, 7168), (90, 7168, 7168), (250, 7168, 7168)], [(64, 14336, 4096), (230, 14336, 4096)],
-                  configs.GROUP_BENCHMARKS[1]):
+                  configs.GROUP_BENCHMARKS[1],
+                  # wave plan: low wide shares and a large A16 (measured 0.964-0.975 of the (256, 128)
+                  # form, 0.878-0.908 of the stored-decode pick)
+                  configs.GROUP_BENCHMARKS[0],  # share 0.55
+                  [(m, 4096, 7168) for m in (20, 50, 100, 120, 70, 90, 30, 200)],  # 0.22
+                  [(m, 4096, 7168) for m in (200, 280, 230, 300, 210, 260, 240, 290)],  # 0.40
+                  [(m, 7168, 7168) for m in (200, 280, 230, 300, 210, 260, 240, 290)]):  # A16 39 MB
         assert pick(shape) == two, shape
-    for shape in ([(m, 7168, 2048) for m in (100, 120, 60, 200, 90, 110, 80, 190)],  # wide share 0.40
-                  [(200, 14336, 4096), (300, 14336, 4096)],  # 0.40
-                  [(m, 4096, 7168) for m in (20, 50, 100, 120, 70, 90, 30, 200)]):  # 0.22 (1.13)
-        assert pick(shape) == configs.sm90_group_mixed(), shape
-    assert pick([(m, 4096, 7168) for m in (200, 280, 230, 300, 210, 260, 240, 290)]) != two  # 0.40 (1.38)
-    assert pick(configs.GROUP_BENCHMARKS[0]) == configs.sm90_group_mixed()
+    # no wave plan (K_g differ): the bounds of exp. 99 hold
+    low_share = [(m, 4096, 7168) for m in (20, 50, 100, 120, 70, 90, 30)] + [(200, 4096, 4096)]
+    assert not configs.group_wave_plan_applies(low_share) and configs.two_forms_wide_share(low_share) < 0.6
+    assert pick(low_share) == configs.sm90_group_mixed()
     assert pick(configs.GROUP_BENCHMARKS[2]) == configs.sm90_group_mixed(tile=(128, 128))
     for shape in ([(200, 4096, 7168), (100, 4096, 7168)],  # 1344 k-blocks
                   [(130, 4096, 2048), (60, 4096, 2048), (200, 4096, 2048)],  # 640 (measured 1.088)
