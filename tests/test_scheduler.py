@@ -430,9 +430,9 @@ def test_mixed_group_two_forms_plan(shape, narrow_ctas):
 def test_grouped_rule_two_forms():
     """Where the grouped rule picks the two-form mixed-input kernel (exp. 99): groups of both
     forms, every N_g and K_g >= 2048, >= 2048 k-blocks of tiles; where the wave plan applies
-    (every K_g equal, a wave of tiles: exp. 102) at any wide share and A16 -- the leaderboard's
-    two 8-group cases among them --, else only with >= 0.6 of the MACs in the wide form and
-    A16 <= 26 MB, the (256, 128) form alone below that share (exp. 100); g2 N3072 K4096 stays
+    (every K_g equal, a wave of tiles: exp. 102) at any wide share and A16 <= 37 MB -- the
+    leaderboard's two 8-group cases among them --, else only with >= 0.6 of the MACs in the wide
+    form and A16 <= 26 MB, the (256, 128) form alone below that share (exp. 100); g2 N3072 K4096 stays
     pinned to the 128 x 128 mixed tiles."""
     two = configs.sm90_group_mixed_two_forms()
     pick = lambda groups: configs.select_config("group", "sm_90a", tuple(groups))  # noqa: E731
@@ -450,6 +450,9 @@ def test_grouped_rule_two_forms():
                   [(m, 4096, 7168) for m in (200, 280, 230, 300, 210, 260, 240, 290)],  # 0.40
                   [(m, 7168, 7168) for m in (200, 280, 230, 300, 210, 260, 240, 290)]):  # A16 39 MB
         assert pick(shape) == two, shape
+    # wave plan, A16 beyond the largest measured (36.8 MB): not the two-form kernel
+    big = [(m, 7168, 7168) for m in (300, 420, 350, 500, 310, 460, 380, 490)]
+    assert configs.group_wave_plan_applies(big) and pick(big) != two
     # no wave plan (K_g differ): the bounds of exp. 99 hold
     low_share = [(m, 4096, 7168) for m in (20, 50, 100, 120, 70, 90, 30)] + [(200, 4096, 4096)]
     assert not configs.group_wave_plan_applies(low_share) and configs.two_forms_wide_share(low_share) < 0.6

@@ -12,7 +12,9 @@ a named barrier before the wgmma; here nothing decoded is stored by a thread:
      stores of exp. 69 ran at ~0.9 TB/s).  B is decoded only inside the main kernel.
   2. `kernel`, launched behind it with programmatic dependent launch (only its A16 loads wait
      for the pre-pass, griddepcontrol.wait), one CTA per SM, walks its host-made list of
-     segments (configs.mixed_group_plan): a segment is k-blocks kb0 .. kb1 - 1 of a tile =
+     segments (configs.mixed_group_plan: where every K_g is equal, whole waves of tiles and a
+     stream-K tail, so the A_g blocks that share a B_g block read it at the same time, exp.
+     102; else stream-K over contiguous ranges): a segment is k-blocks kb0 .. kb1 - 1 of a tile =
      tile_m (256, or 128) rows of B_g (nb) x the A_g rows m0 .. m0 + tile_n - 1 (tile_n 128,
      or 64 for M_g <= 64, exp. 90, or 256 with 128 B_g rows: the dual wide form's m64 x n256
      wgmmas, exp. 93; ragged: A16's zero padding rows; their columns of C^T are not stored).
@@ -29,8 +31,9 @@ a named barrier before the wgmma; here nothing decoded is stored by a thread:
             with 16-byte stores, rows of C past M_g skipped (`Sm90Common.store_c_t_staged`,
             exp. 83; the split-K pairs store 32-bit words straight, `store_c_t`).
      Stream-K: a tile cut into segments reduces through an fp32 workspace (mixed.py
-     `write_partial` / `add_partials`; the plan puts segment s on CTA c + s).  It assumes
-     every CTA of the grid is resident at once (one per SM, grid <= SMs).
+     `write_partial` / `add_partials`; the plan puts segment s on CTA c + s, each CTA writes
+     at most one partial, a finisher is its CTA's last work and a writer follows only whole
+     tiles).  It assumes every CTA of the grid is resident at once (one per SM, grid <= SMs).
      Split-K pairs (config cluster_mn (2, 1), tile 256 x 128, exp. 79): one tile per 2-CTA
      cluster, rank s runs k-blocks [s KB / 2, (s + 1) KB / 2), then the pair reduce-scatters
      through distributed shared memory (`pair_exchange`) and rank s stores C rows m0 + 64 s
@@ -45,7 +48,9 @@ every M_g has an even number of 128-row blocks and N_g >= 2048: 0.818-0.946 on 1
 (exp. 93).  Both 256 x 128 and 128 x 256 tiles side by side in one launch
 (`Sm90GroupedMixedTwoFormsKernel`, exp. 99): 0.78-0.92 of the previous pick where >= 0.6 of the
 MACs run wide (g8 N7168 K2048 84.3 -> 79.0 us), and the 256 x 128 form alone by rule on more
-shapes (exp. 100, 0.89-0.95).  Where each is selected: configs.CONFIG_MAP
+shapes (exp. 100, 0.89-0.95).  The wave plan (exp. 102): 0.66-1.007 of the stream-K plan on 14
+(shape, form) pairs; both leaderboard 8-group cases now run the two-form kernel (126.0 / 76.9
+us in bench.py).  Where each is selected: configs.CONFIG_MAP
 pins, `_sm90_group_mixed_rule`, `_sm90_group_wide_ok`, `_sm90_group_two_forms_ok`,
 `_sm90_group_mixed256_ok` and the MIXED64 rule in configs.default_config.
 
