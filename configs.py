@@ -1122,8 +1122,8 @@ TWO_FORMS_MAX_A16_BYTES = 26 << 20
 def group_wave_plan_applies(shape) -> bool:
     """Whether the grouped mixed kernel's (256, 128) tiles of `shape` get the wave plan on
     sm_90a (exp. 102: every K_g equal, at least a wave of tiles)."""
-    return all(n % 256 == 0 for _m, n, _k in shape) and \
-        mixed_group_wave_plan(shape, SM_COUNT["sm_90a"]) is not None
+    return len({k for _m, _n, k in shape}) == 1 and \
+        sum((n // 256) * ceil_div(m, 128) for m, n, _k in shape) >= SM_COUNT["sm_90a"]
 
 
 # Exp. 102: where the wave plan applies, the wide-share bound goes and the A16 bound rises to
@@ -1242,6 +1242,19 @@ def _fill_rows(tiles, tile_kbs, sms: int) -> list:
             for c, segs in enumerate(best)]
 
 
+def _group_tiles(shapes, tile) -> tuple[list, list, int]:
+    """The grouped mixed-input kernel's tiles (g, nb, m0) in (g, nb, m0) order -- B_g's rows in
+    blocks of tile[0] x A_g's rows in blocks of tile[1] --, each group's A16 row 0 (groups padded
+    to tile[1] rows) and the A16 rows in all."""
+    tm, tn = tile
+    tiles, row0, r = [], [], 0
+    for g, (m, n, _k) in enumerate(shapes):
+        row0.append(r)
+        r += ceil_div(m, tn) * tn
+        tiles += [(g, nb, m0) for nb in range(n // tm) for m0 in range(0, m, tn)]
+    return tiles, row0, r
+
+
 def mixed_group_wave_plan(shapes, sms: int, tile=(256, 128)) -> dict | None:
     """Whole waves, then a stream-K tail (exp. 102) -- or None where it does not apply (K_g not
     all equal, or fewer tiles than a wave).
@@ -1261,19 +1274,12 @@ def mixed_group_wave_plan(shapes, sms: int, tile=(256, 128)) -> dict | None:
     whole tiles or (fill) is its CTA's first tail segment, and every finisher is its CTA's last
     work, so a finisher waits only for writers that never wait (no deadlock), and each CTA
     writes at most one partial."""
-    tm, tn = tile
     pen = STREAM_K_SEGMENT_KB
-    if len({k for _m, _n, k in shapes}) != 1:
+    tiles, row0, r = _group_tiles(shapes, tile)
+    waves, tail = divmod(len(tiles), sms)
+    if len({k for _m, _n, k in shapes}) != 1 or waves == 0:
         return None
     kbs = shapes[0][2] // K_BLOCK
-    tiles, row0, r = [], [], 0
-    for g, (m, n, _k) in enumerate(shapes):
-        row0.append(r)
-        r += ceil_div(m, tn) * tn
-        tiles += [(g, nb, m0) for nb in range(n // tm) for m0 in range(0, m, tn)]
-    waves, tail = divmod(len(tiles), sms)
-    if waves == 0:
-        return None
     per_cta = [[(*tiles[w * sms + c], 0, kbs, 0, 1) for w in range(waves)] for c in range(sms)]
     if tail and sms // tail < 2:
         # more than half a wave left: stream-K over it (B_g blocks shared out of step)
@@ -1318,14 +1324,11 @@ def mixed_group_plan(shapes, sms: int, tile=(256, 128), pairs: bool = False, wav
     Returns dict: segs (rows g, nb, m0, kb0, kb1, s, ns), seg_offs (ctas + 1: CTA c runs
     segs[seg_offs[c]:seg_offs[c + 1]]), row0 (A16 row of each group's row 0: groups padded
     to tile[1] rows), a16_rows, ctas."""
-    tm, tn = tile
-    tiles, row0, r = [], [], 0
-    for g, (m, n, k) in enumerate(shapes):
-        row0.append(r)
-        r += ceil_div(m, tn) * tn
-        tiles += [(g, nb, m0, k // K_BLOCK) for nb in range(n // tm) for m0 in range(0, m, tn)]
+    tiles, row0, r = _group_tiles(shapes, tile)
+    kbs_of = [shapes[g][2] // K_BLOCK for g, _nb, _m0 in tiles]
     if pairs:
-        rows = [(g, nb, m0, s * kbs // 2, (s + 1) * kbs // 2, s, 2) for g, nb, m0, kbs in tiles for s in (0, 1)]
+        rows = [(g, nb, m0, s * kbs // 2, (s + 1) * kbs // 2, s, 2) for (g, nb, m0), kbs in zip(tiles, kbs_of)
+                for s in (0, 1)]
         return {"segs": rows, "seg_offs": list(range(len(rows) + 1)), "row0": row0, "a16_rows": r,
                 "ctas": len(rows)}
 
@@ -1333,7 +1336,7 @@ def mixed_group_plan(shapes, sms: int, tile=(256, 128), pairs: bool = False, wav
     if plan is not None:
         return plan
     rows, offs = [], [0]
-    for segs in _fill_rows([t[:3] for t in tiles], [t[3] for t in tiles], sms):
+    for segs in _fill_rows(tiles, kbs_of, sms):
         rows += segs
         offs.append(len(rows))
     return {"segs": rows, "seg_offs": offs, "row0": row0, "a16_rows": r, "ctas": len(offs) - 1}
@@ -1590,16 +1593,13 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # tail tiles split 3 ways); g8 N=7168 K=2048 105.8 / 125.4 / 116.3; g2 N=3072 K=4096
     # 45.9 (split 2) / 43.9 / 50.0; g2 N=4096 K=1536 29.5 (split 2) / 23.7 / 24.9.
     **{("sm_90a", "group", s): default_config("group", "sm_90a", s) for s in GROUP_BENCHMARKS},
-    # The two 8-group cases: the grouped mixed-input kernel, stream-K (A decoded once by a
-    # pre-pass, B_g into wgmma registers, host-made segments; exps. 69, 78).  H100,
-    # 2026-11-25, ab_compare (2 rounds x 30) against the 128x256 stored-decode kernel the rule
-    # picks: g8 N4096 K7168 132.0 vs 140.8 us (0.938), g8 N7168 K2048 0.969; the same in an
-    # earlier pair of rounds (0.936, 0.958).  (Exp. 100's rule now picks this form for g8
-    # N4096 K7168 too; the pin keeps it there whatever that rule's bounds become.)  The g8
-    # N7168 K2048 case now takes the rule's two-form kernel (exp. 99: 0.923-0.944 against this
-    # pin); on g8 N4096 K7168 that kernel ran 1.009-1.095 of this one -- under the stream-K
-    # plan.  With exp. 102's wave plan it runs 0.955-0.964 of it (H100, 2026-11-25), so g8
-    # N4096 K7168 takes the rule's two-form kernel as well; its pin is gone.
+    # The two 8-group cases take the rule's pick, the two-form grouped mixed-input kernel (A
+    # decoded once by a pre-pass, B_g into wgmma registers, (256, 128) and (128, 256) tiles
+    # side by side, host-made segments; exps. 69, 78, 99, 102).  History: both were pinned to
+    # the (256, 128) form (H100, 2026-11-25, 0.938 / 0.969 of the 128x256 stored-decode kernel
+    # the ranking picks); g8 N7168 K2048 moved to the two-form kernel (exp. 99: 0.923-0.944 of
+    # that pin), g8 N4096 K7168 once the wave plan was in (exp. 102: 0.955-0.964 of it, where
+    # under the stream-K plan it had run 1.009-1.095).
     # g2 N3072 K4096: the mixed-input kernel with 128-row tiles (120 tiles of 128 B_g rows x
     # 128 A rows, stream-K over 132 SMs; exp. 80).  H100, 2026-11-25, explicit configs, one
     # process, 3 rounds: 37.8-37.9 vs 38.6-38.7 us for the 128x128 stored-decode kernel
