@@ -314,8 +314,8 @@ def test_grouped_mixed_rule():
     picks a non-swap tile, every N_g >= 4096 and K_g > 4096, and 2 x its 256 x 128 tiles fill
     [0.7, 1] of the SMs (configs._sm90_group_mixed_rule, H100, exp. 79); stream-K by the rules
     of exps. 99-100 and 102 (tests/test_scheduler.py) and where CONFIG_MAP pins it (g2 N3072
-    K4096 with 128-row tiles, exp. 80); both leaderboard 8-group cases take the two-form kernel.  can_implement names
-    N % 256 and, for pairs, K >= 512."""
+    K4096 with 128-row tiles, exp. 80); both leaderboard 8-group cases take the two-form
+    kernel.  can_implement names N % 256 and, for pairs, K >= 512."""
     from nvfp4gemm.sm90.grouped_mixed import Sm90GroupedMixedKernel
 
     pairs = configs.sm90_group_mixed(pairs=True)
