@@ -1255,6 +1255,25 @@ def _group_tiles(shapes, tile) -> tuple[list, list, int]:
     return tiles, row0, r
 
 
+def _tail_cuts(kbs: int, most: int) -> tuple[int, list[int]]:
+    """(s, k-block cuts) of a wave plan's tail tile split over s <= `most` CTAs: the finisher
+    (k-blocks [0, cuts[1])) gets STREAM_K_WRITE_KB more than each writer, since it waits for
+    their partials anyway, and s minimizes the finisher's end: its k-blocks or the slowest
+    writer's (plus the write), whichever is later, plus STREAM_K_READ_KB per partial it adds
+    (exp. 103)."""
+    best = None
+    for s in range(1, most + 1):
+        w = (kbs - STREAM_K_WRITE_KB) / s if s > 1 else kbs
+        cuts = [0] + [kbs - round(w * (s - q)) for q in range(1, s)] + [kbs]
+        if any(a >= b for a, b in zip(cuts, cuts[1:])):
+            continue
+        slowest_writer = max((b - a for a, b in zip(cuts[1:], cuts[2:])), default=0) + STREAM_K_WRITE_KB
+        end = max(cuts[1], slowest_writer) + STREAM_K_READ_KB * (s - 1)
+        if best is None or end < best[0]:
+            best = (end, s, cuts)
+    return best[1], best[2]
+
+
 def mixed_group_wave_plan(shapes, sms: int, tile=(256, 128)) -> dict | None:
     """Whole waves, then a stream-K tail (exp. 102) -- or None where it does not apply (K_g not
     all equal, or fewer tiles than a wave).
@@ -1268,13 +1287,14 @@ def mixed_group_wave_plan(shapes, sms: int, tile=(256, 128)) -> dict | None:
     runs tiles c, c + sms, .. (a wave's CTAs hold consecutive tiles, so the A_g blocks that share
     a B_g block read it at the same time).  The T = tiles % sms left over: where T <= sms / 2,
     each is split over s = sms // T CTAs (tail tile j on CTAs s j .. s j + s - 1) at the same
-    k-block boundaries, so tail tiles that share B_g also read it in step, the finisher (s = 0,
-    k-block 0) shorter by the STREAM_K_SEGMENT_KB charges of the partials it adds; else the
-    stream-K fill of `stream_k_fill` over them on all sms CTAs.  Every split segment follows only
+    k-block boundaries, so tail tiles that share B_g also read it in step; the finisher (s = 0,
+    k-block 0) gets STREAM_K_WRITE_KB more than each writer, as it must wait for their partials
+    anyway (exp. 103: on g8 N4096 K7168 10 / 9 / 9 k-blocks ran 1.7% faster than 8 / 10 / 10,
+    and 12 / 8 / 8 1.9% slower); else the stream-K fill of `stream_k_fill` over them on all
+    sms CTAs.  Every split segment follows only
     whole tiles or (fill) is its CTA's first tail segment, and every finisher is its CTA's last
     work, so a finisher waits only for writers that never wait (no deadlock), and each CTA
     writes at most one partial."""
-    pen = STREAM_K_SEGMENT_KB
     tiles, row0, r = _group_tiles(shapes, tile)
     waves, tail = divmod(len(tiles), sms)
     if len({k for _m, _n, k in shapes}) != 1 or waves == 0:
@@ -1286,13 +1306,7 @@ def mixed_group_wave_plan(shapes, sms: int, tile=(256, 128)) -> dict | None:
         for c, segs in enumerate(_fill_rows(tiles[waves * sms:], [kbs] * tail, sms)):
             per_cta[c] += segs
     elif tail:
-        s = min(sms // tail, kbs)
-        while True:  # writers take ~w k-blocks, the finisher w - (s - 2) pen: equal cost with the charges
-            w = (kbs + (s - 2) * pen) / s
-            cuts = [0] + [kbs - round(w * (s - q)) for q in range(1, s)] + [kbs]
-            if s == 1 or all(a < b for a, b in zip(cuts, cuts[1:])):
-                break
-            s -= 1
+        s, cuts = _tail_cuts(kbs, min(sms // tail, kbs))
         for j in range(tail):
             g, nb, m0 = tiles[waves * sms + j]
             for q in range(s):

@@ -17,7 +17,7 @@ Forms, grouped: rule (configs.select_config), mixed256 / mixed128 / mixed64 / mi
 grouped mixed-input kernel, stream-K, tiles of 256 B rows x 128 A rows / 128 x 128 / 256 x 64 /
 128 x 256), pairs (its split-K pairs), pre93 / pre99 / pre100 (the rule's pick without exp. 93's
 wide tiles / exp. 99's two-form kernel / exp. 100's (256, 128) rule), pre29 (without either of
-session 29's rules),
+session 29's rules), pre102 (without exp. 102's rule changes; the schedule stays the wave plan),
 two (both forms side by side in one launch, exp. 99; two@P: split at CTA P, two@+D / two@-D: at
 the plan's P + D, else the plan's).
 Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its plan splits), narrow,
@@ -54,6 +54,7 @@ FORMS = {
         "pre99": lambda shape: _pre99_group(shape),
         "pre100": lambda shape: _group_pick_without(shape, "_sm90_group_mixed256_ok"),
         "pre29": lambda shape: _pre99_group(shape, "_sm90_group_mixed256_ok"),
+        "pre102": lambda shape: _group_pick_without(shape, "group_wave_plan_applies"),
         "two": lambda shape: configs.sm90_group_mixed_two_forms(),
     },
     "dual": {
