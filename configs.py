@@ -872,6 +872,24 @@ def _sm90_wide_over_stored(shape) -> bool:
             and dual_tiles(wide, shape) >= MIXED_NARROW_MIN_WAVE * SM_COUNT["sm_90a"])
 
 
+# The wide form's split-K pairs where the stored-decode rule picks its own cluster split-K pairs
+# on as many tiles (exp. 106), i.e. 256-row tiles pad A no further than 128-row ones, N >= 1024
+# and K >= 1024.  H100, 2026-11-25, one process, 3 rounds, wide pairs / stored-decode 128 x 128
+# pairs: fitted on 256x4096x1536 0.907, 256x4096x2048 0.886, 512x2048x1024 0.946,
+# 1024x1024x4096 0.924, 448x2048x4096 0.858 and 2048x512x4096 1.009 (hence N >= 1024); K 512
+# (one k-block per rank) not measured.
+WIDE_PAIRS_OVER_STORED_MIN_N = 1024
+WIDE_PAIRS_OVER_STORED_MIN_K = 1024
+
+
+def _sm90_wide_pairs_over_stored_pairs(shape, stored: KernelConfig) -> bool:
+    m, n, k, l = shape
+    wide = sm90_dual_mixed_wide_pairs()
+    return (l == 1 and m > 64 and n % 64 == 0 and n >= WIDE_PAIRS_OVER_STORED_MIN_N
+            and k >= WIDE_PAIRS_OVER_STORED_MIN_K and ceil_div(m, 256) * 256 == ceil_div(m, 128) * 128
+            and dual_tiles(wide, shape) == dual_tiles(stored, shape))
+
+
 def _sm90_mixed_rule_wg3(shape) -> KernelConfig | None:
     """The mixed-input config where the rules before exp. 91 pick it, else None."""
     cur = _sm90_mixed_rule_128(shape)
@@ -980,9 +998,19 @@ def _sm90_group_mixed_rule(shape) -> KernelConfig | None:
 MIXED_WIDE_GROUP_MIN_N = 2048
 
 
+# Exp. 106: with K_g < 4096 the wide form also needs half a wave of tiles.  H100, 2026-11-25,
+# against the stored-decode pick without it: g2 M256 / 256 N4096 K1536 and g2 M180 / 230 N4096
+# K2048 (64 tiles each) lost 1.19x / 1.14x to the 128 x 128 split-K kernel, while 72-128 tiles
+# with K 1024-1536 won 0.91-0.98 (five shapes, one tie) and exp. 93's g1 M256 N8192 K4096 (64
+# tiles) won 0.946.
+MIXED_WIDE_GROUP_SHORT_K = 4096
+
+
 def _sm90_group_wide_ok(shape) -> bool:
     rows = lambda t: sum(ceil_div(m, t) * t for m, _n, _k in shape)  # noqa: E731
-    return all(n % 128 == 0 and n >= MIXED_WIDE_GROUP_MIN_N for _m, n, _k in shape) and rows(256) == rows(128)
+    tiles = sum((n // 128) * ceil_div(m, 256) for m, n, _k in shape)
+    return all(n % 128 == 0 and n >= MIXED_WIDE_GROUP_MIN_N for _m, n, _k in shape) and rows(256) == rows(128) \
+        and (2 * tiles >= SM_COUNT["sm_90a"] or all(k >= MIXED_WIDE_GROUP_SHORT_K for _m, _n, k in shape))
 
 
 def sm90_group_mixed_two_forms() -> KernelConfig:
@@ -1470,6 +1498,8 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         stored = sm90_dual_tile_rule(shape)
         if stored.cluster_mn == (1, 1) and not stored.split_k and _sm90_wide_over_stored(shape):
             return sm90_dual_mixed_wide(shape)  # exp. 94
+        if stored.cluster_mn == (2, 1) and _sm90_wide_pairs_over_stored_pairs(shape, stored):
+            return sm90_dual_mixed_wide_pairs()  # exp. 106
         return stored
     # grouped: decode-sized M_g (MoE decode) on the mma.sync kernel (faster than the swap_ab
     # kernel on 12 of 13 shapes timed, a tie on M_g 1..16 N 7168 K 2048; notes/sm90.md

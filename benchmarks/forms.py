@@ -18,11 +18,13 @@ grouped mixed-input kernel, stream-K, tiles of 256 B rows x 128 A rows / 128 x 1
 128 x 256), pairs (its split-K pairs), pre93 / pre99 / pre100 (the rule's pick without exp. 93's
 wide tiles / exp. 99's two-form kernel / exp. 100's (256, 128) rule), pre29 (without either of
 session 29's rules), pre102 (without exp. 102's rule changes; the schedule stays the wave plan),
+pre106 (without the wide form's rule, exp. 93, i.e. what exp. 106's bound falls back to),
 two (both forms side by side in one launch, exp. 99; two@P: split at CTA P, two@+D / two@-D: at
 the plan's P + D, else the plan's).
 Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its plan splits), narrow,
 wg3, wide (exp. 91) -- each with its own stream-K decision --, pairs, wg3pairs, widepairs
-(their split-K pairs) and pre91 (the mixed-input pick of the rules before exp. 91);
+(their split-K pairs), pre91 (the mixed-input pick of the rules before exp. 91) and pre106 (the
+pick without exp. 106's wide pairs over the stored-decode pairs);
 FORM@nopad: a dual mixed form with an A16 workspace of exactly M rows, as before exp. 92 (a
 TMA box may then pass the tensor's end).
 """
@@ -55,6 +57,7 @@ FORMS = {
         "pre100": lambda shape: _group_pick_without(shape, "_sm90_group_mixed256_ok"),
         "pre29": lambda shape: _pre99_group(shape, "_sm90_group_mixed256_ok"),
         "pre102": lambda shape: _group_pick_without(shape, "group_wave_plan_applies"),
+        "pre106": lambda shape: _group_pick_without(shape, "_sm90_group_wide_ok"),
         "two": lambda shape: configs.sm90_group_mixed_two_forms(),
     },
     "dual": {
@@ -68,17 +71,18 @@ FORMS = {
         "rule": lambda shape: configs.select_config("dual", "sm_90a", shape),
         # the mixed-input pick of the rules before exp. 91 (where they pick one)
         "pre91": configs._sm90_mixed_rule_wg3,
+        "pre106": lambda shape: _group_pick_without(shape, "_sm90_wide_pairs_over_stored_pairs", problem="dual"),
     },
 }
 
 
-def _group_pick_without(shape, *rules: str):
-    """The grouped rule's pick with the named `configs` rule predicates switched off."""
+def _group_pick_without(shape, *rules: str, problem: str = "group"):
+    """The rule's pick with the named `configs` rule predicates switched off."""
     keep = {name: getattr(configs, name) for name in rules}
     for name in rules:
-        setattr(configs, name, lambda _shape: False)
+        setattr(configs, name, lambda *_args: False)
     try:
-        return configs.select_config("group", "sm_90a", shape)
+        return configs.select_config(problem, "sm_90a", shape)
     finally:
         for name, fn in keep.items():
             setattr(configs, name, fn)

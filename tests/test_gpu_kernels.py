@@ -178,6 +178,22 @@ def test_grouped_wide_rule():
     _run(R.generate_input(ms, ns, ks, len(shape), 13, device="cuda", poison_padding=True), "group")
 
 
+def test_rule_exp106_short_k():
+    """Exp. 106's rules through custom_kernel: the dual wide form's split-K pairs where the
+    stored-decode rule picks its own cluster pairs (448x2048x1536: ragged last A tile), and
+    grouped K_g < 4096 with under half a wave of wide tiles falling back to the stored-decode
+    kernel; poisoned scale padding, two calls each."""
+    if torch.cuda.get_device_capability()[0] == 10:
+        pytest.skip("sm_90a rule")
+    dual = (448, 2048, 1536, 1)
+    assert configs.select_config("dual", "sm_90a", dual) == configs.sm90_dual_mixed_wide_pairs()
+    _run(R.generate_input(*dual, 31, device="cuda", poison_padding=True), "dual")
+    group = ((256, 4096, 1536), (200, 4096, 1536))
+    assert not configs.select_config("group", "sm_90a", group).a_prepass
+    ms, ns, ks = (list(x) for x in zip(*group))
+    _run(R.generate_input(ms, ns, ks, len(group), 32, device="cuda", poison_padding=True), "group")
+
+
 def test_rule_grouped_two_forms_and_mixed256():
     """The rule's two-form kernel (exp. 99: groups of both forms, >= 0.6 of the MACs wide) and
     its (256, 128) mixed form alone (exp. 100) through custom_kernel: ragged M_g and K_g,

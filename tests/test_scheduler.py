@@ -176,7 +176,8 @@ def test_dual_rule_wide_form():
     stream-K), and of the (256, 128) split-K pairs where both have as many tiles; never in
     place of the narrow or three-warpgroup forms or their pairs (H100: wide lost 5-19% there);
     over the stored-decode kernel's whole tiles where it pads no more A rows and fills half a
-    wave (exp. 94), not over its split-K cluster pairs."""
+    wave (exp. 94); its split-K pairs over the stored-decode kernel's cluster split-K pairs on as
+    many tiles with N and K >= 1024 (exp. 106), where the wide form's whole tiles or stream-K lost."""
     pick = lambda *s: configs.select_config("dual", "sm_90a", s + (1,))  # noqa: E731
     wide = lambda c: c.a_prepass and c.mma_tile_mn == (128, 256) and c.mma_warpgroups == 2  # noqa: E731
     kind = lambda c: "pairs" if c.cluster_mn == (2, 1) else "stream-K" if c.split_k else "whole"  # noqa: E731
@@ -191,15 +192,18 @@ def test_dual_rule_wide_form():
                         # exp. 94: over the stored-decode kernel's whole tiles (0.70-0.98)
                         ((192, 5120, 2048), "whole"), ((256, 7168, 7168), "stream-K"),
                         ((256, 5120, 4096), "stream-K"), ((1536, 1024, 2048), "whole"),
-                        ((3072, 512, 1024), "whole")):
+                        ((3072, 512, 1024), "whole"),
+                        # exp. 106: wide pairs over the stored-decode cluster pairs (0.86-0.95)
+                        ((256, 4096, 1536), "pairs"), ((256, 4096, 2048), "pairs"), ((512, 2048, 1024), "pairs"),
+                        ((1024, 1024, 4096), "pairs"), ((448, 2048, 4096), "pairs")):
         cfg = pick(*shape)
         assert wide(cfg) and kind(cfg) == form, (shape, cfg)
     for shape in ((640, 4096, 7168),  # 768 padded A rows against 640: measured 1.05 slower
                   (384, 4096, 7168), (512, 3072, 7168), (768, 14336, 4096), (512, 6144, 2048),  # wg3 faster
                   (384, 2048, 7168), (256, 3072, 4096), (320, 2048, 4096),  # wg3 pairs faster
                   (256, 2048, 7168), (64, 4096, 7168),  # the narrow form; M <= 64: the swap kernels
-                  # exp. 94: where the stored-decode kernel runs split-K cluster pairs (wide lost 1.01-1.10)
-                  (256, 4096, 2048), (512, 2048, 1024), (1024, 1024, 4096), (2048, 512, 4096),
+                  # exp. 106: N 512, the stored-decode cluster pairs (wide pairs 1.009)
+                  (2048, 512, 4096),
                   (384, 4096, 4096), (128, 14336, 4096)):  # more padded A rows than 128-row tiles
         assert not wide(pick(*shape)), shape
 
