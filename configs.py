@@ -1001,8 +1001,8 @@ MIXED_WIDE_GROUP_MIN_N = 2048
 # Exp. 106: with K_g < 4096 the wide form also needs half a wave of tiles.  H100, 2026-11-25,
 # against the stored-decode pick without it: g2 M256 / 256 N4096 K1536 and g2 M180 / 230 N4096
 # K2048 (64 tiles each) lost 1.19x / 1.14x to the 128 x 128 split-K kernel, while 72-128 tiles
-# with K 1024-1536 won 0.91-0.98 (five shapes, one tie) and exp. 93's g1 M256 N8192 K4096 (64
-# tiles) won 0.946.
+# with K 1024-1536 won 0.91-0.98 on five shapes (a sixth tied) and exp. 93's g1 M256 N8192 K4096
+# (64 tiles) won 0.946; checked on 5 shapes not used to set it, each on the side it predicts.
 MIXED_WIDE_GROUP_SHORT_K = 4096
 
 
@@ -1314,15 +1314,14 @@ def mixed_group_wave_plan(shapes, sms: int, tile=(256, 128)) -> dict | None:
     Same tiles, order and A16 rows as `mixed_group_plan`.  W = tiles // sms whole waves: CTA c
     runs tiles c, c + sms, .. (a wave's CTAs hold consecutive tiles, so the A_g blocks that share
     a B_g block read it at the same time).  The T = tiles % sms left over: where T <= sms / 2,
-    each is split over s = sms // T CTAs (tail tile j on CTAs s j .. s j + s - 1) at the same
-    k-block boundaries, so tail tiles that share B_g also read it in step; the finisher (s = 0,
-    k-block 0) gets STREAM_K_WRITE_KB more than each writer, as it must wait for their partials
-    anyway (exp. 103: on g8 N4096 K7168 10 / 9 / 9 k-blocks ran 1.7% faster than 8 / 10 / 10,
-    and 12 / 8 / 8 1.9% slower); else the stream-K fill of `stream_k_fill` over them on all
-    sms CTAs.  Every split segment follows only
-    whole tiles or (fill) is its CTA's first tail segment, and every finisher is its CTA's last
-    work, so a finisher waits only for writers that never wait (no deadlock), and each CTA
-    writes at most one partial."""
+    each is split over s <= sms // T CTAs (tail tile j on CTAs s j .. s j + s - 1) at the same
+    k-block boundaries (`_tail_cuts`), so tail tiles that share B_g also read it in step; the
+    finisher (s = 0, k-block 0) gets STREAM_K_WRITE_KB more than each writer, as it must wait
+    for their partials anyway (exp. 103: on g8 N4096 K7168 10 / 9 / 9 k-blocks ran 1.7% faster
+    than 8 / 10 / 10, and 12 / 8 / 8 1.9% slower); else the stream-K fill of `stream_k_fill`
+    over them on all sms CTAs.  Every split segment follows only whole tiles or (fill) is its
+    CTA's first tail segment, and every finisher is its CTA's last work, so a finisher waits
+    only for writers that never wait (no deadlock), and each CTA writes at most one partial."""
     tiles, row0, r = _group_tiles(shapes, tile)
     waves, tail = divmod(len(tiles), sms)
     if len({k for _m, _n, k in shapes}) != 1 or waves == 0:

@@ -52,12 +52,12 @@ FORMS = {
         "mixedwide": lambda shape: configs.sm90_group_mixed(tile=(128, 256)),
         "pairs": lambda shape: configs.sm90_group_mixed(pairs=True),
         "rule": lambda shape: configs.select_config("group", "sm_90a", shape),
-        "pre93": lambda shape: _group_pick_without(shape, "_sm90_group_wide_ok"),
+        "pre93": lambda shape: _pick_without(shape, "_sm90_group_wide_ok"),
         "pre99": lambda shape: _pre99_group(shape),
-        "pre100": lambda shape: _group_pick_without(shape, "_sm90_group_mixed256_ok"),
+        "pre100": lambda shape: _pick_without(shape, "_sm90_group_mixed256_ok"),
         "pre29": lambda shape: _pre99_group(shape, "_sm90_group_mixed256_ok"),
-        "pre102": lambda shape: _group_pick_without(shape, "group_wave_plan_applies"),
-        "pre106": lambda shape: _group_pick_without(shape, "_sm90_group_wide_ok"),
+        "pre102": lambda shape: _pick_without(shape, "group_wave_plan_applies"),
+        "pre106": lambda shape: _pick_without(shape, "_sm90_group_wide_ok"),
         "two": lambda shape: configs.sm90_group_mixed_two_forms(),
     },
     "dual": {
@@ -71,12 +71,12 @@ FORMS = {
         "rule": lambda shape: configs.select_config("dual", "sm_90a", shape),
         # the mixed-input pick of the rules before exp. 91 (where they pick one)
         "pre91": configs._sm90_mixed_rule_wg3,
-        "pre106": lambda shape: _group_pick_without(shape, "_sm90_wide_pairs_over_stored_pairs", problem="dual"),
+        "pre106": lambda shape: _pick_without(shape, "_sm90_wide_pairs_over_stored_pairs", problem="dual"),
     },
 }
 
 
-def _group_pick_without(shape, *rules: str, problem: str = "group"):
+def _pick_without(shape, *rules: str, problem: str = "group"):
     """The rule's pick with the named `configs` rule predicates switched off."""
     keep = {name: getattr(configs, name) for name in rules}
     for name in rules:
@@ -92,7 +92,7 @@ def _pre99_group(shape, *more: str):
     """Without exp. 99's two-form rule (nor its leaderboard unpinning) and any `more` rules."""
     if shape == configs.GROUP_BENCHMARKS[1]:
         return configs.sm90_group_mixed()
-    return _group_pick_without(shape, "_sm90_group_two_forms_ok", *more)
+    return _pick_without(shape, "_sm90_group_two_forms_ok", *more)
 
 
 def parse_shapes(problem: str, spec: str) -> list:
