@@ -157,11 +157,15 @@ def sm100_smem_bytes(cfg: KernelConfig) -> int:
 def mixed_c_stage_bytes(cfg: KernelConfig) -> int:
     """The mixed-input kernels' C staging buffer (`Sm90Common.store_c_t_staged`): dual, 64
     rows of C x the tile's tile_m / 2 fp16 columns (16 KB; 8 KB in the narrow form); grouped,
-    16 KB (32 rows of a 256-column tile, 64 of a 128-column one; exp. 83) -- except the
-    grouped split-K pairs, which store C^T straight from the accumulators (`store_c_t`)."""
+    16 KB (32 rows of a 256-column tile, 64 of a 128-column one; exp. 83; 12 KB, 32 rows, for
+    192 columns) -- except the grouped split-K pairs, which store C^T straight from the
+    accumulators (`store_c_t`)."""
     if cfg.problem == "dual":
         return 64 * cfg.mma_tile_mn[0]
-    return 0 if cfg.cluster_mn == (2, 1) else 16384
+    if cfg.cluster_mn == (2, 1):
+        return 0
+    # 192 columns (three warpgroups, exp. 107): 32 rows of 384 bytes
+    return 32 * 2 * cfg.mma_tile_mn[0] if cfg.mma_tile_mn[0] == 192 else 16384
 
 
 def sm90_smem_bytes(cfg: KernelConfig) -> int:
@@ -173,7 +177,7 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
         return max(sm90_smem_bytes(part) for part in two_forms_parts(cfg))
     if cfg.a_prepass:  # packed register-operand rows (tm: B1 + B2, or B_g) and their scale atoms per
         # stage (dual: B1's and B2's; grouped: tm / 128); fp16 A ring; C staging
-        atoms = 2 * mixed_dual_sf_atoms(tm) if cfg.problem == "dual" else tm // 128
+        atoms = 2 * mixed_dual_sf_atoms(tm) if cfg.problem == "dual" else mixed_group_sf_atoms(tm)
         return cfg.ab_stages * (tm * (K_BLOCK // 2) + atoms * 128 * (K_BLOCK // SF_VEC)) \
             + mixed_a16_stages(cfg) * tn * 64 * 2 + mixed_c_stage_bytes(cfg) + 1024
     if cfg.skinny:  # per warp: ab_stages cp.async stages + its fp32 partial sums (skinny.py)
@@ -206,6 +210,13 @@ def mixed_dual_sf_atoms(tm: int) -> int:
     register rows tm (tm / 2 columns of C): 2 where a tile's rows can straddle two atoms
     (the three-warpgroup form, 96 columns), else 1."""
     return 1 if 128 % (tm // 2) == 0 else 2
+
+
+def mixed_group_sf_atoms(tm: int) -> int:
+    """128-row scale atoms of B_g per stage of the grouped mixed-input kernel with tm register
+    rows: tm / 128, or 2 for the three-warpgroup form's 192 rows, which start at row 0 or 64
+    of an atom and so always span two (exp. 107)."""
+    return -(-tm // 128)
 
 
 def sm90_sfb_atoms(tn: int) -> int:
@@ -271,10 +282,12 @@ def check_config(cfg: KernelConfig) -> list[str]:
                                                                      sm90_group_mixed(tile=(128, 128)),
                                                                      sm90_group_mixed(tile=(256, 64)),
                                                                      sm90_group_mixed(tile=(128, 256)),
+                                                                     sm90_group_mixed(tile=(192, 128)),
                                                                      sm90_group_mixed_two_forms()):
             errs.append("a_prepass (mixed-input grouped kernel) needs tile (256, 128), swap_ab, ab_stages 2, "
                         "split_k, cluster (1, 1) (stream-K segments) or (2, 1) (split-K pairs); or tile (128, 128), "
-                        "(256, 64) or (128, 256), stream-K; or the two forms (256, 128) + (128, 256)")
+                        "(256, 64), (128, 256) or (192, 128) (three consumer warpgroups), stream-K; or the two "
+                        "forms (256, 128) + (128, 256)")
         if cfg.two_forms and cfg != sm90_group_mixed_two_forms():
             errs.append("two_forms is the grouped mixed-input kernel's (256, 128) + (128, 256) form only")
         if cfg.a_prepass and cfg.problem == "dual" and (
@@ -934,11 +947,13 @@ def sm90_group_mixed(pairs: bool = False, tile=(256, 128)) -> KernelConfig:
     registers.  Tile: tile[0] rows of B_g (the register operand: 256, or 128 as in exp. 80) x
     tile[1] rows of A_g (128, or 64 for M_g <= 64, exp. 90: one m64 x n64 wgmma width, each
     group's A16 rows padded to 64; or 256 with 128 B_g rows, the dual wide form's m64 x n256
-    wgmmas, exp. 93); stream-K segments made on the host (`mixed_group_plan`),
+    wgmmas, exp. 93; or 192 B_g rows x 128 on three consumer warpgroups, one m64 rep each, as
+    the dual three-warpgroup form, exp. 107); stream-K segments made on the host (`mixed_group_plan`),
     or with `pairs` (256-row tiles only) one tile per 2-CTA cluster, each rank half its
     k-blocks (cluster (2, 1), exp. 79)."""
-    return KernelConfig("group", "sm_90a", tuple(tile), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
-                        swap_ab=True, a_prepass=True, ab_stages=2, split_k=True, cluster_mn=(2, 1) if pairs else (1, 1))
+    return KernelConfig("group", "sm_90a", tuple(tile), mma_warpgroups=3 if tile[0] == 192 else 2,
+                        epi_tile_mn=(64, 32) if tile[0] == 192 else (128, 32), rs_a=True, swap_ab=True,
+                        a_prepass=True, ab_stages=2, split_k=True, cluster_mn=(2, 1) if pairs else (1, 1))
 
 
 # Split-K pairs of the grouped mixed-input kernel (cluster (2, 1), exp. 79) where the cost
@@ -1453,6 +1468,62 @@ def sm90_group_ranked(shape) -> KernelConfig | None:
     return min(cands, key=lambda c: sm90_group_cost(c, shape)) if cands else None
 
 
+def _sm90_group_pick(problem: str, shape, best: KernelConfig) -> KernelConfig:
+    """The sm_90a grouped rule before exp. 107, given the cost ranking's stored-decode tile."""
+    # split_k compiled in even where the plan does not split: without it the grouped
+    # kernel measured 2-9% slower on the three unsplit benchmark cases (H200, same run;
+    # the dual kernel the other way round, 1-2% faster: notes/sm90.md experiment 26)
+    mixed = None if best.swap_ab else _sm90_group_mixed_rule(shape)
+    if mixed is not None:
+        return mixed
+    if not best.swap_ab and _sm90_group_wide_ok(shape):
+        return sm90_group_mixed(tile=(128, 256))  # exp. 93
+    if not best.swap_ab and _sm90_group_two_forms_ok(shape):
+        return sm90_group_mixed_two_forms()  # exp. 99
+    if not best.swap_ab and _sm90_group_mixed256_ok(shape):
+        return sm90_group_mixed()  # exp. 100
+    if best.swap_ab:
+        max_m = max(m for m, _, _ in shape)
+        mma_n = swap_mma_n(max_m)
+        if 32 < max_m <= 64 and all(n >= MIXED64_MIN_N and k >= MIXED64_MIN_K for _, n, k in shape):
+            return sm90_group_mixed(tile=(256, 64))
+        # every group's M fits 16 / 32 rows: narrow the MMA N side (same tile count, so
+        # the cost ranking holds; H200: g8 x M 8, N 4096, K 7168 81.0 -> 66.9 us, exp. 41)
+        best = _sm90_swap_ab(problem, mma_n)
+    return replace(best, split_k=True)
+
+
+# The grouped mixed-input kernel's three-warpgroup form (exp. 107: 192 B_g rows x 128 A rows,
+# one m64 rep per warpgroup, as the dual's exp. 86) where every N_g is a multiple of 192 (>=
+# 3072), K_g >= 2048 and some M_g > 64 (the measured range), the pick before it is neither the two-form
+# kernel, split-K pairs nor the 64-row form, and its modelled busiest CTA
+# (`mixed_group_model_us`) is MIXED192_MARGIN under every other single-form mixed tile's.  The
+# model's order of the four forms matched the measured one on all 9 shapes of the fit (H100,
+# 2026-11-25, one process, 3 rounds: 192 / the pick before, 0.774-0.969 where it picks 192).
+MIXED192_MARGIN = 0.95
+MIXED192_MIN_N = 3072
+MIXED192_MIN_K = 2048
+
+
+def mixed_group_model_us(shape, tile) -> float:
+    """The grouped mixed-input plan's busiest CTA (k-blocks with its stream-K charges,
+    `plan_cta_loads`) times the form's k-block time (MIXED_MODEL_KB_US, fitted on the dual
+    kernel: the grouped loop is the same)."""
+    plan = mixed_group_plan(shape, SM_COUNT["sm_90a"], tile)
+    return MIXED_MODEL_KB_US[tuple(tile)] * max(plan_cta_loads(plan))
+
+
+def _sm90_group_mixed192_ok(shape, pick: KernelConfig) -> bool:
+    if pick.two_forms or pick.cluster_mn == (2, 1) or pick.skinny or (pick.a_prepass and pick.mma_tile_mn[1] == 64):
+        return False
+    if not all(n % 192 == 0 and n >= MIXED192_MIN_N and k >= MIXED192_MIN_K for _m, n, k in shape) \
+            or max(m for m, _n, _k in shape) <= 64:  # (M_g <= 64: 128-row A tiles pad them 2x or more)
+        return False
+    others = [t for t in ((128, 128), (256, 128), (128, 256)) if all(n % t[0] == 0 for _m, n, _k in shape)]
+    m192 = mixed_group_model_us(shape, (192, 128))
+    return all(m192 < MIXED192_MARGIN * mixed_group_model_us(shape, t) for t in others)
+
+
 def default_config(problem: str, arch: str, shape) -> KernelConfig:
     if arch == "sm_100a":
         if problem == "dual":
@@ -1508,27 +1579,10 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         return sm90_group_skinny(shape)
     best = sm90_group_ranked(shape)
     if best is not None:
-        # split_k compiled in even where the plan does not split: without it the grouped
-        # kernel measured 2-9% slower on the three unsplit benchmark cases (H200, same run;
-        # the dual kernel the other way round, 1-2% faster: notes/sm90.md experiment 26)
-        mixed = None if best.swap_ab else _sm90_group_mixed_rule(shape)
-        if mixed is not None:
-            return mixed
-        if not best.swap_ab and _sm90_group_wide_ok(shape):
-            return sm90_group_mixed(tile=(128, 256))  # exp. 93
-        if not best.swap_ab and _sm90_group_two_forms_ok(shape):
-            return sm90_group_mixed_two_forms()  # exp. 99
-        if not best.swap_ab and _sm90_group_mixed256_ok(shape):
-            return sm90_group_mixed()  # exp. 100
-        if best.swap_ab:
-            max_m = max(m for m, _, _ in shape)
-            mma_n = swap_mma_n(max_m)
-            if 32 < max_m <= 64 and all(n >= MIXED64_MIN_N and k >= MIXED64_MIN_K for _, n, k in shape):
-                return sm90_group_mixed(tile=(256, 64))
-            # every group's M fits 16 / 32 rows: narrow the MMA N side (same tile count, so
-            # the cost ranking holds; H200: g8 x M 8, N 4096, K 7168 81.0 -> 66.9 us, exp. 41)
-            best = _sm90_swap_ab(problem, mma_n)
-        return replace(best, split_k=True)
+        pick = _sm90_group_pick(problem, shape, best)
+        if _sm90_group_mixed192_ok(shape, pick):
+            return sm90_group_mixed(tile=(192, 128))  # exp. 107
+        return pick
     cfg = KernelConfig(problem, arch, (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
                        split_k=True)
     return _sm90_fill(cfg, cap=4)

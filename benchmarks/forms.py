@@ -15,10 +15,11 @@ group_forms.py, with the public call: its timings of kernels under ~40 us carry 
 
 Forms, grouped: rule (configs.select_config), mixed256 / mixed128 / mixed64 / mixedwide (the
 grouped mixed-input kernel, stream-K, tiles of 256 B rows x 128 A rows / 128 x 128 / 256 x 64 /
-128 x 256), pairs (its split-K pairs), pre93 / pre99 / pre100 (the rule's pick without exp. 93's
+128 x 256), mixed192 (192 x 128 on three consumer warpgroups, exp. 107), pairs (its split-K pairs), pre93 / pre99 / pre100 (the rule's pick without exp. 93's
 wide tiles / exp. 99's two-form kernel / exp. 100's (256, 128) rule), pre29 (without either of
 session 29's rules), pre102 (without exp. 102's rule changes; the schedule stays the wave plan),
 pre106 (without the wide form's rule, exp. 93, i.e. what exp. 106's bound falls back to),
+pre107 (without exp. 107's three-warpgroup rule),
 two (both forms side by side in one launch, exp. 99; two@P: split at CTA P, two@+D / two@-D: at
 the plan's P + D, else the plan's).
 Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its plan splits), narrow,
@@ -50,6 +51,7 @@ FORMS = {
         "mixed128": lambda shape: configs.sm90_group_mixed(tile=(128, 128)),
         "mixed64": lambda shape: configs.sm90_group_mixed(tile=(256, 64)),
         "mixedwide": lambda shape: configs.sm90_group_mixed(tile=(128, 256)),
+        "mixed192": lambda shape: configs.sm90_group_mixed(tile=(192, 128)),
         "pairs": lambda shape: configs.sm90_group_mixed(pairs=True),
         "rule": lambda shape: configs.select_config("group", "sm_90a", shape),
         "pre93": lambda shape: _pick_without(shape, "_sm90_group_wide_ok"),
@@ -58,6 +60,7 @@ FORMS = {
         "pre29": lambda shape: _pre99_group(shape, "_sm90_group_mixed256_ok"),
         "pre102": lambda shape: _pick_without(shape, "group_wave_plan_applies"),
         "pre106": lambda shape: _pick_without(shape, "_sm90_group_wide_ok"),
+        "pre107": lambda shape: _pick_without(shape, "_sm90_group_mixed192_ok"),
         "two": lambda shape: configs.sm90_group_mixed_two_forms(),
     },
     "dual": {

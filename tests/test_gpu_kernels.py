@@ -194,6 +194,18 @@ def test_rule_exp106_short_k():
     _run(R.generate_input(ms, ns, ks, len(group), 32, device="cuda", poison_padding=True), "group")
 
 
+def test_rule_exp107_mixed192():
+    """Exp. 107's rule through custom_kernel: the grouped mixed-input kernel's three-warpgroup
+    form (192 B_g rows) where N_g % 192 == 0 and its model beats the other single forms;
+    ragged M_g, poisoned scale padding, two calls."""
+    if torch.cuda.get_device_capability()[0] == 10:
+        pytest.skip("sm_90a rule")
+    shape = ((100, 5760, 2048), (250, 5760, 2048), (180, 5760, 2048), (129, 5760, 2048))
+    assert configs.select_config("group", "sm_90a", shape) == configs.sm90_group_mixed(tile=(192, 128))
+    ms, ns, ks = (list(x) for x in zip(*shape))
+    _run(R.generate_input(ms, ns, ks, len(shape), 33, device="cuda", poison_padding=True), "group")
+
+
 def test_rule_grouped_two_forms_and_mixed256():
     """The rule's two-form kernel (exp. 99: groups of both forms, >= 0.6 of the MACs wide) and
     its (256, 128) mixed form alone (exp. 100) through custom_kernel: ragged M_g and K_g,
@@ -712,11 +724,16 @@ _GM_RAGGED = ((1, 512, 2048), (7, 256, 1024), (33, 768, 2048), (130, 512, 512), 
     # groups padded to 256 rows, 128 KB partials)
     ("wide", configs.GROUP_BENCHMARKS[2]), ("wide", _GM_RAGGED), ("wide", ((1, 128, 7168), (300, 128, 7168))),
     ("wide", ((600, 14336, 4096), (384, 14336, 4096))),
+    # three consumer warpgroups, 192 B_g rows (one m64 rep each; tiles start at row 0 or 64 of
+    # a scale atom, two atoms per stage; 96 KB partials; 12 KB C staging, 32 rows of 384 bytes)
+    ("192", configs.GROUP_BENCHMARKS[2]), ("192", ((1, 384, 2048), (130, 576, 1024), (300, 192, 1536), (7, 960, 512))),
+    ("192", ((1, 192, 7168), (300, 192, 7168))), ("192", ((600, 5760, 4096), (384, 5760, 4096))),
 ], ids=["g8-N4096-K7168", "g8-N7168-K2048", "ragged", "few-tiles", "many-tiles", "waves-fill-tail",
         "waves-exact", "pairs-g2-N3072-K4096", "pairs-g2-N4096-K1536", "pairs-ragged", "pairs-odd-kb", "pairs-2-waves",
         "128-g2-N3072-K4096", "128-g2-N4096-K1536", "128-ragged", "128-few-tiles",
         "64-g8-M64", "64-ragged", "64-few-tiles", "64-mixed",
-        "wide-g2-N3072-K4096", "wide-ragged", "wide-few-tiles", "wide-many-tiles"])
+        "wide-g2-N3072-K4096", "wide-ragged", "wide-few-tiles", "wide-many-tiles",
+        "192-g2-N3072-K4096", "192-ragged", "192-few-tiles", "192-many-tiles"])
 def test_grouped_mixed(pairs, shape):
     """The grouped mixed-input kernel (A pre-pass to fp16 + PDL, B_g in wgmma registers),
     host-made stream-K segments or split-K pairs: poisoned C and scale padding; the same
@@ -725,7 +742,8 @@ def test_grouped_mixed(pairs, shape):
     from nvfp4gemm.sm90 import grouped_mixed as gm
 
     cfg = {"128": configs.sm90_group_mixed(tile=(128, 128)), "64": configs.sm90_group_mixed(tile=(256, 64)),
-           "wide": configs.sm90_group_mixed(tile=(128, 256))}.get(pairs) or configs.sm90_group_mixed(pairs)
+           "wide": configs.sm90_group_mixed(tile=(128, 256)),
+           "192": configs.sm90_group_mixed(tile=(192, 128))}.get(pairs) or configs.sm90_group_mixed(pairs)
     gm.Sm90GroupedMixedKernel.can_implement(cfg, shape)
     ms, ns, ks = (list(x) for x in zip(*shape))
     data = R.generate_input(ms, ns, ks, len(shape), 31, device="cuda", poison_padding=True)

@@ -73,6 +73,8 @@ def _cases():
         seen.setdefault((problem, configs._fill_stages(replace(cfg, dec_stages=2), cap=4)), shape)
     # both grouped mixed-input forms in one launch (exp. 99)
     seen.setdefault(("group", configs.sm90_group_mixed_two_forms()), configs.GROUP_BENCHMARKS[1])
+    # the grouped mixed-input kernel's three-warpgroup form (exp. 107: 192 B_g rows x 128 A rows)
+    seen.setdefault(("group", configs.sm90_group_mixed(tile=(192, 128))), configs.GROUP_BENCHMARKS[2])
     return [(p, c, s) for (p, c), s in seen.items()]
 
 
@@ -692,3 +694,27 @@ def test_mixed_narrow_row_pairing():
         assert rows[ct] % 2 == odd
         if (lane // 4) % 2 == 0:  # even lane quads pair with lane + 4
             assert rows[ct + 4] == rows[ct] + 1
+
+
+def test_grouped_mixed192_rule():
+    """Exp. 107: the grouped mixed-input kernel's three-warpgroup form (192 B_g rows) by rule
+    where every N_g % 192 == 0 (>= 3072), K_g >= 2048, some M_g > 64, the pick before it is no
+    two-form / pairs / 64-row form, and its model is 5% under every other single form's --
+    the six fit shapes it won (0.774-0.969); not LB g2 N3072 K4096 (pinned, and its model picks
+    the 128 x 128 tiles: 192 ran 1.078), not where the two-form kernel runs (1.030) or the
+    model prefers the (256, 128) tiles (g3 M384 N3072 K2048: 1.255)."""
+    from nvfp4gemm.sm90.grouped_mixed import Sm90GroupedMixedKernel
+
+    g192 = configs.sm90_group_mixed(tile=(192, 128))
+    assert not configs.check_config(g192) and g192.mma_warpgroups == 3
+    for shape in [((256, 3072, 4096),) * 2, ((128, 3072, 7168),) * 4,
+                  ((100, 5760, 2048), (250, 5760, 2048), (180, 5760, 2048), (128, 5760, 2048)) * 2,
+                  ((512, 3072, 7168),), ((200, 9216, 2048),) * 4, ((64, 6144, 7168), (128, 6144, 7168), (96, 6144, 7168))]:
+        assert configs.select_config("group", "sm_90a", shape) == g192, shape
+    for shape in [configs.GROUP_BENCHMARKS[2], ((300, 6144, 4096), (400, 6144, 4096)), ((384, 3072, 2048),) * 3,
+                  ((64, 6144, 7168),) * 3,  # every M_g <= 64
+                  ((128, 3072, 1536),) * 4,  # K < 2048
+                  ((128, 4096, 7168),) * 4]:  # N % 192
+        assert configs.select_config("group", "sm_90a", shape) != g192, shape
+    with pytest.raises(ValueError, match="N=4096 must be a multiple of 192"):
+        Sm90GroupedMixedKernel.can_implement(g192, ((128, 4096, 7168),))

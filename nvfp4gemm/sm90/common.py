@@ -383,21 +383,36 @@ class Sm90Common:
         return ra.frag[j % 2][(None, None, kk)]
 
     @cute.jit
-    def decode_a(self, ra, a_src, sfa, j: cutlass.Constexpr):
+    def decode_a(self, ra, a_src, sfa, j: cutlass.Constexpr, sf_row=None):
         """Sub-block j of the packed A stage into this thread's wgmma A registers (every
-        64-row tile rep of the thread's warpgroup: rows 128 * rep + r0, scale atom rep)."""
+        64-row tile rep of the thread's warpgroup: rows 128 * rep + r0, scale atom rep).
+        `sf_row` (one rep only): the scale row of the thread's r0 counted from the stage's
+        first atom, for tiles whose rows start inside an atom (the grouped three-warpgroup
+        form: 192 rows from row 0 or 64 of an atom, two atoms per stage)."""
         frag = ra.frag32[j % 2]
         for rep in cutlass.range_constexpr(self.m_reps):
             r0 = ra.r0 if rep == 0 else ra.r0 + 128 * rep
             r1 = r0 + 8
-            sf = sfa if rep == 0 else sfa + rep * SF_STAGE_BYTES
-            # scale words: rows r0 % 128 (= ra.r0) and ra.r0 + 8 of atom rep
-            sw0 = decode.ld_shared_u32(sf + (j * 128 + (ra.r0 % 32) * 4 + ra.r0 // 32) * 4)
-            sw1 = decode.ld_shared_u32(sf + (j * 128 + ((ra.r0 + 8) % 32) * 4 + (ra.r0 + 8) // 32) * 4)
+            if cutlass.const_expr(sf_row is None):
+                sf = sfa if rep == 0 else sfa + rep * SF_STAGE_BYTES
+                # scale words: rows r0 % 128 (= ra.r0) and ra.r0 + 8 of atom rep
+                sw0 = decode.ld_shared_u32(sf + (j * 128 + (ra.r0 % 32) * 4 + ra.r0 // 32) * 4)
+                sw1 = decode.ld_shared_u32(sf + (j * 128 + ((ra.r0 + 8) % 32) * 4 + (ra.r0 + 8) // 32) * 4)
+            else:
+                assert self.m_reps == 1, "sf_row: one m64 rep per warpgroup"
+                sw0 = decode.ld_shared_u32(sfa + self.sf_word_offset(sf_row, j))
+                sw1 = decode.ld_shared_u32(sfa + self.sf_word_offset(sf_row + 8, j))
             if cutlass.const_expr(self.pair_major):
                 self._decode_a_pairs(frag, rep, a_src, r0, r1, sw0, sw1, ra, j)
             else:
                 self._decode_a_groups(frag, rep, a_src, r0, r1, sw0, sw1, ra, j)
+
+    @staticmethod
+    def sf_word_offset(row, j: int):
+        """Byte offset of row `row` (< 256) of a stage's consecutive 128-row scale atoms, scale
+        word of sub-block j (the permuted layout: word 4 (row % 32) + (row % 128) // 32 of the
+        sub-block's 128)."""
+        return (row // 128) * SF_STAGE_BYTES + (j * 128 + (row % 32) * 4 + (row % 128) // 32) * 4
 
     @cute.jit
     def _decode_a_pairs(self, frag, rep: cutlass.Constexpr, a_src, r0, r1, sw0, sw1, ra, j: cutlass.Constexpr):

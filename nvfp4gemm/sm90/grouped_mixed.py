@@ -23,7 +23,11 @@ a named barrier before the wgmma; here nothing decoded is stored by a thread:
             descriptors); warp 0 also TMA-loads the tile's A16 sub-blocks (tile_n rows x 64
             fp16) into an 8-stage ring (5 stages of 32 KB with 256-row tiles, waited for two
             at a time; one descriptor over all groups).
-       WG1, WG2  consumers: each holds tile_m / 2 rows of B_g as wgmma register operands
+       WG1, WG2  consumers (WG1-WG3 in the three-warpgroup form, 192 rows of B_g, exp. 107:
+            one m64 rep each, 512 threads, consumers at 160 registers; its tiles start at row
+            0 or 64 of a 128-row scale atom, so each stage holds two and the decode takes the
+            thread's scale row, `decode_a(..., sf_row)`): each holds tile_m / 2 (or 64) rows
+            of B_g as wgmma register operands
             (m64 reps, `Sm90Common.decode_a`), decoded straight from the packed stage, and
             issues m64 x n(tile_n) x k16 wgmmas against the A16 stage
             (`Sm90MixedCommon.mainloop_mixed`); the epilogue stages the transposed tile in a
@@ -45,19 +49,22 @@ on g2 N3072 K4096 0.982 (exp. 80); pairs 0.916-0.933 on 4 shapes with 64-66 tile
 (exp. 79); 256 x 64 against the swap_ab 256 x 64 stored-decode kernel on M_g <= 64 (MoE
 decode) 0.866-1.000 on 11 shapes (exp. 90); 128 x 256 against the stored-decode kernels where
 every M_g has an even number of 128-row blocks and N_g >= 2048: 0.818-0.946 on 10 shapes
-(exp. 93).  Both 256 x 128 and 128 x 256 tiles side by side in one launch
+(exp. 93); 192 x 128 on three consumer warpgroups where every N_g % 192 == 0 and its modelled
+busiest CTA is 5% under the other forms': 0.774-0.969 of the pick before on 6 fit shapes and
+0.81-1.01 on 7 check shapes (exp. 107).  Both 256 x 128 and 128 x 256 tiles side by side in one launch
 (`Sm90GroupedMixedTwoFormsKernel`, exp. 99): 0.78-0.92 of the previous pick where >= 0.6 of the
 MACs run wide (g8 N7168 K2048 84.3 -> 79.0 us), and the 256 x 128 form alone by rule on more
 shapes (exp. 100, 0.89-0.95).  The wave plan (exp. 102): 0.66-1.007 of the stream-K plan on 14
 (shape, form) pairs; both leaderboard 8-group cases now run the two-form kernel (126.0 / 76.9
 us in bench.py).  Where each is selected: configs.CONFIG_MAP
 pins, `_sm90_group_mixed_rule`, `_sm90_group_wide_ok`, `_sm90_group_two_forms_ok`,
-`_sm90_group_mixed256_ok` and the MIXED64 rule in configs.default_config.
+`_sm90_group_mixed256_ok`, `_sm90_group_mixed192_ok` and the MIXED64 rule in configs.default_config.
 
 Constraints (can_implement): 1..16 groups, configs.check_shape (N_g % 64, K_g % 256), N_g a
 multiple of tile_m (the tile's B rows), any M_g >= 1; pairs: K_g >= 512.  Workspaces (cached
 per input buffers): A16 (sum of M_g padded to tile_n) x K_max fp16, and for stream-K a
-128 KB fp32 partial slot (a 256 x 64 tile fills 64 KB of it) plus a flag per CTA.
+128 KB fp32 partial slot (a 256 x 64 tile fills 64 KB of it, a 192 x 128 one 96 KB) plus a
+flag per CTA.
 """
 
 from __future__ import annotations
@@ -109,6 +116,15 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         self.cluster_pairs = config.cluster_mn == (2, 1)
         # Sm90Common's setmaxnreg split (producer 40, consumers 232): the cp.async producer
         # fits it without spills in every form here (exp. 69's four-width 128-row form spilled)
+        # scale atoms per stage: tile_m / 128, or 2 for 192 rows (they start at row 0 or 64 of
+        # an atom, configs.mixed_group_sf_atoms)
+        self.sfa_atoms = configs.mixed_group_sf_atoms(self.tile_m)
+        if self.num_mma_wg == 3:
+            # three-warpgroup form (exp. 107): 512 threads launch at 128 registers; the
+            # producer gives back to 32, so the consumers can take 160 (128 x 32 + 384 x 160
+            # = 65536; at 40 / 152, as the dual's form, the consumer spilled 32 bytes)
+            self.load_regs = 32
+            self.mma_regs = 160
 
     def sf_stage_bytes(self) -> int:
         return self.sfa_atoms * SF_STAGE_BYTES  # tile_m / 128 atoms of B_g rows
@@ -335,8 +351,13 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         for i in cutlass.range(i0, i1, unroll=1):
             acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+            # three-warpgroup form: this thread's B row counted from the stage's first scale
+            # atom (a 192-row tile starts at row 0 or 64 of it)
+            sf_r0 = None
+            if cutlass.const_expr(self.num_mma_wg == 3):
+                sf_r0 = (segs[(i, 1)] * self.tile_m) % 128 + ra.r0
             bread, aread, afree = self.mainloop_mixed(b_pipe, a_pipe, bread, aread, afree, segs[(i, 3)], segs[(i, 4)],
-                                                      tiled_mma, acc, ra, tCrB, b_p, sf_p, None)
+                                                      tiled_mma, acc, ra, tCrB, b_p, sf_p, sf_r0)
             s = segs[(i, 5)]
             ns = segs[(i, 6)]
             finish = Int32(1)

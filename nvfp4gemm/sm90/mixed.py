@@ -296,7 +296,7 @@ class Sm90MixedCommon(Sm90Common):
                     self.decode_b_interleaved(ra, b_p + si * self.a_stage_bytes, sf_p + si * self.sf_stage_bytes(),
                                               j, sf_r0)
                 else:
-                    self.decode_a(ra, b_p + si * self.a_stage_bytes, sf_p + si * self.sf_stage_bytes(), j)
+                    self.decode_a(ra, b_p + si * self.a_stage_bytes, sf_p + si * self.sf_stage_bytes(), j, sf_r0)
                 if cutlass.const_expr(j == K_BLOCK // SUB_K - 1):
                     b_pipe.consumer_release(bread)
                 cute.nvgpu.warpgroup.fence()
