@@ -470,7 +470,7 @@ class Sm90DualMixedKernel(DualSiluPairs, Sm90MixedCommon):
             sw1 = decode.ld_shared_u32(sf + (j * 128 + (sf_row % 32) * 4 + sf_row // 32) * 4)
             sw2 = decode.ld_shared_u32(sf + SF_STAGE_BYTES + (j * 128 + (sf_row % 32) * 4 + sf_row // 32) * 4)
         else:
-            ofs = (sf_row // 128) * SF_STAGE_BYTES + (j * 128 + (sf_row % 32) * 4 + (sf_row % 128) // 32) * 4
+            ofs = self.sf_word_offset(sf_row, j)
             sw1 = decode.ld_shared_u32(sf + ofs)
             sw2 = decode.ld_shared_u32(sf + 2 * SF_STAGE_BYTES + ofs)
         self._decode_a_pairs(ra.frag32[j % 2], 0, b_src, b, self.n_per_tile + b, sw1, sw2, ra, j)
