@@ -1514,7 +1514,7 @@ def mixed_group_model_us(shape, tile) -> float:
 
 
 def _sm90_group_mixed192_ok(shape, pick: KernelConfig) -> bool:
-    if pick.two_forms or pick.cluster_mn == (2, 1) or pick.skinny or (pick.a_prepass and pick.mma_tile_mn[1] == 64):
+    if pick.two_forms or pick.cluster_mn == (2, 1) or (pick.a_prepass and pick.mma_tile_mn[1] == 64):
         return False
     if not all(n % 192 == 0 and n >= MIXED192_MIN_N and k >= MIXED192_MIN_K for _m, n, k in shape) \
             or max(m for m, _n, _k in shape) <= 64:  # (M_g <= 64: 128-row A tiles pad them 2x or more)
