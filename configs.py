@@ -34,6 +34,7 @@ SM90_MAX_ACC_REGS = 128  # fp32 accumulator registers per consumer thread we all
 SM90_A16_STAGES = 8  # fp16 A sub-blocks (tile N x 64) in flight in the mixed-input kernels
 # ... with 256 A rows per tile (32 KB a sub-block, 8 would not fit): waited for in pairs
 SM90_A16_STAGES_WIDE = 5
+SM90_A16_STAGES_192 = 6  # ... with 192 A rows (24 KB a sub-block; the grouped (128, 192) form, exp. 108)
 SM_COUNT = {"sm_100a": 148, "sm_90a": 132}
 
 
@@ -69,11 +70,12 @@ class KernelConfig:
     # decodes A once to fp16, the main kernel TMA-loads it as the wgmma shared-memory operand
     # and decodes B1 / B2 (B_g) straight into wgmma registers (C^T tiles: swap_ab)
     a_prepass: bool = False
-    # sm_90a grouped mixed-input kernel with two tile forms side by side in one launch (exp.
-    # 99): the first CTAs run the (256, 128) form over the groups with an odd number of
-    # 128-row A blocks, the others the wide (128, 256) form over the rest (`two_forms_parts`,
-    # `mixed_group_two_forms_plan`); mma_tile_mn is the first form's tile
-    two_forms: bool = False
+    # sm_90a grouped mixed-input kernel with several tile forms side by side in one launch
+    # (exps. 99, 108): the tiles of its forms in CTA order (a subset of MULTI_FORM_TILES, in
+    # that order), each group run by one of them (`form_groups`), each form on its own CTAs
+    # (`form_parts`, `mixed_group_forms_plan`); () for one form.  mma_tile_mn is the first
+    # form's tile
+    forms: tuple = ()
 
     @property
     def gemms(self) -> int:
@@ -94,8 +96,8 @@ class KernelConfig:
             form = {(128, 128): " narrow", (192, 128): " wg3", (128, 256): " wide"} if self.problem == "dual" else {}
             mode = form.get(tuple(self.mma_tile_mn), "") + \
                 (" pairs" if self.cluster_mn == (2, 1) else " streamK" if self.split_k else "")
-            if self.two_forms:
-                return f"mixed {m}x{n}+128x256 ab{self.ab_stages}" + mode
+            if self.forms:
+                return "mixed " + "+".join(f"{a}x{b}" for a, b in self.forms) + f" ab{self.ab_stages}" + mode
             return f"mixed {m}x{n} ab{self.ab_stages} a16x{mixed_a16_stages(self)}" + mode
         if self.swap_ab:
             s += " swapAB"
@@ -173,8 +175,8 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
     sub-blocks of every B (the wgmma reads B from shared memory; A is decoded into its
     registers, rs_a), plus the C staging buffers."""
     tm, tn = cfg.mma_tile_mn
-    if cfg.two_forms:  # each form allocates its own buffers in its CTAs' branch
-        return max(sm90_smem_bytes(part) for part in two_forms_parts(cfg))
+    if cfg.forms:  # each form allocates its own buffers in its CTAs' branch
+        return max(sm90_smem_bytes(part) for part in form_parts(cfg))
     if cfg.a_prepass:  # packed register-operand rows (tm: B1 + B2, or B_g) and their scale atoms per
         # stage (dual: B1's and B2's; grouped: tm / 128); fp16 A ring; C staging
         atoms = 2 * mixed_dual_sf_atoms(tm) if cfg.problem == "dual" else mixed_group_sf_atoms(tm)
@@ -195,8 +197,10 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
 
 def mixed_a16_stages(cfg: KernelConfig) -> int:
     """fp16 A sub-block stages of a mixed-input config: 8 (two k-blocks, each waited for
-    whole), 5 in the wide form (tile N 256, waited for two sub-blocks at a time)."""
-    return SM90_A16_STAGES_WIDE if cfg.mma_tile_mn[1] > 128 else SM90_A16_STAGES
+    whole), 5 in the wide form (tile N 256) and 6 with tile N 192 (both waited for two
+    sub-blocks at a time)."""
+    tn = cfg.mma_tile_mn[1]
+    return SM90_A16_STAGES if tn <= 128 else SM90_A16_STAGES_192 if tn == 192 else SM90_A16_STAGES_WIDE
 
 
 def mixed_ragged_n(cfg: KernelConfig) -> bool:
@@ -282,14 +286,16 @@ def check_config(cfg: KernelConfig) -> list[str]:
                                                                      sm90_group_mixed(tile=(128, 128)),
                                                                      sm90_group_mixed(tile=(256, 64)),
                                                                      sm90_group_mixed(tile=(128, 256)),
-                                                                     sm90_group_mixed(tile=(192, 128)),
-                                                                     sm90_group_mixed_two_forms()):
+                                                                     sm90_group_mixed(tile=(128, 192)),
+                                                                     sm90_group_mixed(tile=(192, 128))) \
+                and not (cfg.forms and cfg == sm90_group_mixed_forms(cfg.forms)):
             errs.append("a_prepass (mixed-input grouped kernel) needs tile (256, 128), swap_ab, ab_stages 2, "
                         "split_k, cluster (1, 1) (stream-K segments) or (2, 1) (split-K pairs); or tile (128, 128), "
-                        "(256, 64), (128, 256) or (192, 128) (three consumer warpgroups), stream-K; or the two "
-                        "forms (256, 128) + (128, 256)")
-        if cfg.two_forms and cfg != sm90_group_mixed_two_forms():
-            errs.append("two_forms is the grouped mixed-input kernel's (256, 128) + (128, 256) form only")
+                        "(256, 64), (128, 256), (128, 192) or (192, 128) (three consumer warpgroups), stream-K; or "
+                        f"several forms side by side (forms: 2 or 3 of {MULTI_FORM_TILES} in that order)")
+        if cfg.forms and not (2 <= len(cfg.forms) <= 3 and list(cfg.forms) == [t for t in MULTI_FORM_TILES
+                                                                                if t in cfg.forms]):
+            errs.append(f"forms {cfg.forms}: 2 or 3 distinct tiles of {MULTI_FORM_TILES}, in that order")
         if cfg.a_prepass and cfg.problem == "dual" and (
                 (tm, tn) != (256, 128) or not cfg.swap_ab or cfg.ab_stages != 2
                 or cfg.cluster_mn not in ((1, 1), (2, 1))) and not _mixed_narrow_ok(cfg):
@@ -391,10 +397,9 @@ def fits(cfg: KernelConfig, shape) -> bool:
         # sm_90a: the last row of tiles may be partial (TMA bounds)
         return (cfg.arch == "sm_90a" or m % tm == 0) and n % tn == 0
     # grouped: M is ragged (bounded loads/stores); N must be whole tiles
-    if cfg.two_forms:  # groups of both forms, each group's N whole tiles of its form's B rows
-        narrow, wide = two_forms_groups(shape)
-        return bool(narrow and wide) and all(shape[g][1] % 256 == 0 for g in narrow) \
-            and all(shape[g][1] % 128 == 0 for g in wide)
+    if cfg.forms:  # groups for every form, each group's N whole tiles of its form's B rows
+        parts = form_groups(shape, cfg.forms)
+        return all(parts) and all(shape[g][1] % t[0] == 0 for t, gs in zip(cfg.forms, parts) for g in gs)
     if cfg.skinny:
         return all(m <= tn and n % tm == 0 for m, n, _ in shape)
     if cfg.swap_ab:
@@ -1028,36 +1033,87 @@ def _sm90_group_wide_ok(shape) -> bool:
         and (2 * tiles >= SM_COUNT["sm_90a"] or all(k >= MIXED_WIDE_GROUP_SHORT_K for _m, _n, k in shape))
 
 
-def sm90_group_mixed_two_forms() -> KernelConfig:
-    """The grouped mixed-input kernel with both tile forms in one launch (exp. 99): CTAs
-    [0, P) run the (256, 128) form over the groups whose M_g has an odd number of 128-row
-    blocks, CTAs [P, ...) the wide (128, 256) form over the others, which it pads no further
-    (`mixed_group_two_forms_plan`).  One pre-pass, one PDL launch; each form is exactly its
+def sm90_group_mixed_forms(tiles) -> KernelConfig:
+    """The grouped mixed-input kernel with several tile forms in one launch (exps. 99, 108):
+    each group runs in the form `form_groups` gives it, each form on its own CTAs
+    (`mixed_group_forms_plan`).  One pre-pass, one PDL launch; each form is exactly its
     single-form kernel, branched on the CTA index."""
-    return replace(sm90_group_mixed(), two_forms=True)
+    return replace(sm90_group_mixed(tile=tiles[0]), forms=tuple(tuple(t) for t in tiles))
 
 
-def two_forms_parts(cfg: KernelConfig) -> tuple[KernelConfig, KernelConfig]:
-    """The (256, 128) and wide (128, 256) single-form configs a two-form config runs."""
-    assert cfg.two_forms
-    return sm90_group_mixed(), sm90_group_mixed(tile=(128, 256))
+def sm90_group_mixed_two_forms() -> KernelConfig:
+    """Exp. 99's two forms: CTAs [0, P) run the (256, 128) form over the groups whose M_g has
+    an odd number of 128-row blocks, CTAs [P, ...) the wide (128, 256) form over the others,
+    which it pads no further."""
+    return sm90_group_mixed_forms(TWO_FORMS_TILES)
+
+
+def sm90_group_mixed_three_forms() -> KernelConfig:
+    """Exp. 108's three forms: the two of exp. 99 and (128, 192) (m64 x n192 wgmmas), which
+    takes the groups with 128 < M_g <= 192 (and 256 < M_g <= 384) from the wide form."""
+    return sm90_group_mixed_forms(MULTI_FORM_TILES)
+
+
+def form_parts(cfg: KernelConfig) -> tuple[KernelConfig, ...]:
+    """The single-form configs a multi-form config runs, in CTA order."""
+    assert cfg.forms
+    return tuple(sm90_group_mixed(tile=t) for t in cfg.forms)
+
+
+# The forms a multi-form kernel may hold, in CTA order: the (256, 128) form, (128, 192) (exp.
+# 108) and the wide (128, 256) form.
+TWO_FORMS_TILES = ((256, 128), (128, 256))
+MULTI_FORM_TILES = ((256, 128), (128, 192), (128, 256))
+
+# Weights of a k-block of each form in the split points' balance: the splits minimize the
+# largest of the forms' busiest CTAs (k-blocks + stream-K charges, `plan_cta_loads`) times
+# these.  (256, 128) and (128, 256) set by hand from the best of 3-5 split points measured on 8
+# shapes (H100, exp. 99: g4-16, N_g 2048-14336, K_g 2048-7168): the plan's P lands within 4
+# CTAs of it on all 8, on it for few (a least-squares fit of the same model was too flat to
+# place P); the window is searched around the work-proportional split.  (128, 192): 0.80 of
+# the wide form's, its time ratio on the same plans (exp. 108: 0.793-0.815 on 5 shapes).
+TWO_FORMS_KB_US = {(256, 128): 2.9, (128, 192): 2.12, (128, 256): 2.65}
+TWO_FORMS_P_WINDOW = 12
+THREE_FORMS_WINDOW = 8
+
+
+def _form_group_k_blocks(shape, tile) -> int:
+    """k-blocks of one group's tiles in a form."""
+    m, n, k = shape
+    return (n // tile[0]) * ceil_div(m, tile[1]) * (k // K_BLOCK)
+
+
+def _form_group_cost(shape, tile) -> float:
+    """Modelled time of one group's tiles in a form (TWO_FORMS_KB_US per k-block)."""
+    return TWO_FORMS_KB_US[tuple(tile)] * _form_group_k_blocks(shape, tile)
+
+
+def form_groups(shapes, tiles) -> list[list[int]]:
+    """The groups of each form of a multi-form kernel, in the forms' order.  Between the
+    (256, 128) and wide forms a group goes wide where its M_g has an even number of 128-row
+    blocks (256-row tiles pad it no further: exp. 99); another form takes it where that
+    costs less (`_form_group_cost`: the (128, 192) form where 128 < M_g <= 192 or
+    256 < M_g <= 384) and its N_g is whole tiles of the form's B rows."""
+    tiles = [tuple(t) for t in tiles]
+    parts = [[] for _ in tiles]
+    for g, (m, n, k) in enumerate(shapes):
+        parity = (256, 128) if ceil_div(m, 128) % 2 else (128, 256)
+        if parity in tiles:
+            best = parity
+        else:
+            best = (256, 128) if (256, 128) in tiles else (128, 256) if (128, 256) in tiles else tiles[0]
+        for t in tiles:
+            if t not in ((256, 128), (128, 256)) and n % t[0] == 0 and \
+                    _form_group_cost((m, n, k), t) < _form_group_cost((m, n, k), best):
+                best = t
+        parts[tiles.index(best)].append(g)
+    return parts
 
 
 def two_forms_groups(shapes) -> tuple[list[int], list[int]]:
-    """(groups of the (256, 128) form, groups of the wide form): a group goes wide where its
-    M_g has an even number of 128-row blocks (256-row tiles pad it no further)."""
-    narrow = [g for g, (m, _n, _k) in enumerate(shapes) if ceil_div(m, 128) % 2]
-    return narrow, [g for g in range(len(shapes)) if g not in narrow]
-
-
-# Weights of a k-block of each form in the split point's balance: P minimizes the larger of
-# the two forms' busiest CTAs (k-blocks + stream-K charges, `plan_cta_loads`) times these.
-# Set by hand from the best of 3-5 split points measured on 8 shapes (H100, exp. 99: g4-16, N_g
-# 2048-14336, K_g 2048-7168): the plan's P lands within 4 CTAs of it on all 8, on it for few
-# (a least-squares fit of the same model was too flat to place P); the window is searched
-# around the work-proportional split.
-TWO_FORMS_KB_US = {(256, 128): 2.9, (128, 256): 2.65}
-TWO_FORMS_P_WINDOW = 12
+    """(groups of the (256, 128) form, groups of the wide form) of exp. 99's two-form kernel."""
+    narrow, wide = form_groups(shapes, TWO_FORMS_TILES)
+    return narrow, wide
 
 
 def plan_cta_loads(plan: dict) -> list[float]:
@@ -1073,47 +1129,82 @@ def plan_cta_loads(plan: dict) -> list[float]:
     return loads
 
 
-def mixed_group_two_forms_plan(shapes, sms: int, narrow_ctas: int | None = None) -> dict:
-    """Host schedule of the two-form grouped mixed-input kernel: `mixed_group_plan` of the
-    (256, 128) form's groups on CTAs [0, P) and of the wide form's groups on the next CTAs,
-    one segment table (group indices global).  A16 holds the wide groups first, each padded
-    to 256 rows (the wide form TMA-loads 256-row blocks), then the others padded to 128.
-    P (`narrow_ctas`, or chosen here) balances the two forms' busiest CTAs under
-    TWO_FORMS_KB_US, searched within TWO_FORMS_P_WINDOW of the work-proportional split; the
-    (256, 128) plan may use fewer than P CTAs, and the wide one gets all the others.
-    Returns mixed_group_plan's dict plus narrow_ctas (the first wide CTA)."""
-    narrow, wide = two_forms_groups(shapes)
-    if not narrow or not wide:
-        raise ValueError("the two-form kernel needs groups of both forms")
-    n_shapes, w_shapes = [shapes[g] for g in narrow], [shapes[g] for g in wide]
-    kb_n, kb_w = TWO_FORMS_KB_US[(256, 128)], TWO_FORMS_KB_US[(128, 256)]
+def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
+    """Host schedule of the multi-form grouped mixed-input kernel: `mixed_group_plan` of each
+    form's groups (`form_groups`) on its own CTAs, forms in `tiles` order, one segment table
+    (group indices global).  A16 holds the forms' groups by descending A rows per tile (the
+    wide form's first), each group padded to its form's A rows and each form's first row a
+    multiple of them (a form TMA-loads whole blocks of its A rows).
+    `given` (an int, or one per form but the last) is the CTAs offered to the first forms;
+    chosen here where None, to balance the forms' busiest CTAs under TWO_FORMS_KB_US: two
+    forms, every split within TWO_FORMS_P_WINDOW of the work-proportional one; three, every
+    pair within THREE_FORMS_WINDOW.  A form's plan may use fewer CTAs than it is offered; the
+    last form gets all the others.
+    Returns mixed_group_plan's dict plus splits (the first CTA of each form but the first)
+    and narrow_ctas (the first of them)."""
+    tiles = [tuple(t) for t in tiles]
+    parts = form_groups(shapes, tiles)
+    if not all(parts):
+        raise ValueError(f"the multi-form kernel needs groups of every form {tiles}")
+    f_shapes = [[shapes[g] for g in gs] for gs in parts]
+    kb = [TWO_FORMS_KB_US[t] for t in tiles]
+    memo = {}
 
-    def plans(p):  # (the wide form gets every CTA the (256, 128) plan leaves, which may be > sms - p)
-        pn = mixed_group_plan(n_shapes, p, (256, 128))
-        return pn, mixed_group_plan(w_shapes, sms - pn["ctas"], (128, 256))
+    def form_plan(f, c):
+        if (f, c) not in memo:
+            memo[(f, c)] = mixed_group_plan(f_shapes[f], c, tiles[f])
+        return memo[(f, c)]
 
-    if narrow_ctas is None:
-        work_n = kb_n * sum((n // 256) * ceil_div(m, 128) * (k // K_BLOCK) for m, n, k in n_shapes)
-        work_w = kb_w * sum((n // 128) * ceil_div(m, 256) * (k // K_BLOCK) for m, n, k in w_shapes)
-        p0 = round(sms * work_n / (work_n + work_w))
-        cands = range(max(1, p0 - TWO_FORMS_P_WINDOW), min(sms - 1, p0 + TWO_FORMS_P_WINDOW) + 1)
-        def makespan(p):
-            pn, pw = plans(p)
-            return max(kb_n * max(plan_cta_loads(pn)), kb_w * max(plan_cta_loads(pw)))
+    def plans(offered):  # (the last form gets every CTA the others' plans leave)
+        ps = []
+        for f, c in enumerate(offered):
+            ps.append(form_plan(f, c))
+        left = sms - sum(p["ctas"] for p in ps)
+        if left < 1:
+            return None
+        return ps + [form_plan(len(tiles) - 1, left)]
 
-        narrow_ctas = min(cands, key=makespan)
-    if not 1 <= narrow_ctas < sms:
-        raise ValueError(f"narrow_ctas {narrow_ctas} must be in [1, {sms})")
-    pn, pw = plans(narrow_ctas)
+    def makespan(offered):
+        ps = plans(offered)
+        return float("inf") if ps is None else max(w * max(plan_cta_loads(p)) for w, p in zip(kb, ps))
+
+    if given is None:
+        work = [w * sum(_form_group_k_blocks(sh, t) for sh in fs) for w, t, fs in zip(kb, tiles, f_shapes)]
+        p0 = [round(sms * w / sum(work)) for w in work[:-1]]
+        win = TWO_FORMS_P_WINDOW if len(tiles) == 2 else THREE_FORMS_WINDOW
+        ranges = [range(max(1, p - win), min(sms - 1, p + win) + 1) for p in p0]
+        cands = [(c,) for c in ranges[0]] if len(tiles) == 2 else \
+            [(a, b) for a in ranges[0] for b in ranges[1] if a + b < sms]
+        given = min(cands, key=makespan)
+    given = (given,) if isinstance(given, int) else tuple(given)
+    if len(given) != len(tiles) - 1 or not all(1 <= c < sms for c in given) or sum(given) >= sms:
+        raise ValueError(f"CTAs offered to the first forms {given}: one per form but the last, each "
+                         f">= 1, together < {sms}")
+    ps = plans(given)
+    if ps is None:
+        raise ValueError(f"CTAs offered to the first forms {given} leave none for the last")
     row0 = [0] * len(shapes)
-    for i, g in enumerate(wide):
-        row0[g] = pw["row0"][i]
-    for i, g in enumerate(narrow):
-        row0[g] = pw["a16_rows"] + pn["row0"][i]
-    segs = [(narrow[g], *rest) for g, *rest in pn["segs"]] + [(wide[g], *rest) for g, *rest in pw["segs"]]
-    offs = pn["seg_offs"] + [o + len(pn["segs"]) for o in pw["seg_offs"][1:]]
-    return {"segs": segs, "seg_offs": offs, "row0": row0, "a16_rows": pw["a16_rows"] + pn["a16_rows"],
-            "ctas": pn["ctas"] + pw["ctas"], "narrow_ctas": pn["ctas"]}
+    base = 0
+    for f in sorted(range(len(tiles)), key=lambda f: -tiles[f][1]):
+        base = round_up(base, tiles[f][1])
+        for i, g in enumerate(parts[f]):
+            row0[g] = base + ps[f]["row0"][i]
+        base += ps[f]["a16_rows"]
+    segs, offs, splits = [], [0], []
+    for f, p in enumerate(ps):
+        if f:
+            splits.append(len(offs) - 1)
+        offs += [o + len(segs) for o in p["seg_offs"][1:]]
+        segs += [(parts[f][g], *rest) for g, *rest in p["segs"]]
+    return {"segs": segs, "seg_offs": offs, "row0": row0, "a16_rows": base, "ctas": len(offs) - 1,
+            "splits": splits, "narrow_ctas": splits[0]}
+
+
+def mixed_group_two_forms_plan(shapes, sms: int, narrow_ctas: int | None = None) -> dict:
+    """`mixed_group_forms_plan` of exp. 99's two forms: the (256, 128) form's groups on CTAs
+    [0, P) (`narrow_ctas` offered, or chosen), the wide form's on the others; A16 holds the
+    wide groups first, each padded to 256 rows, then the others padded to 128."""
+    return mixed_group_forms_plan(shapes, sms, TWO_FORMS_TILES, narrow_ctas)
 
 
 # The two-form kernel (exp. 99) where the stored-decode ranking picks a non-swap tile and it
@@ -1513,8 +1604,47 @@ def mixed_group_model_us(shape, tile) -> float:
     return MIXED_MODEL_KB_US[tuple(tile)] * max(plan_cta_loads(plan))
 
 
+# Exp. 108: the (128, 192) form (m64 x n192 wgmmas) takes the groups it runs for less
+# (`form_groups`: 128 < M_g <= 192, 256 < M_g <= 384) from a pick made of the (256, 128) and
+# wide (128, 256) forms -- alone or side by side --, alone where it takes every group, else
+# beside the forms that keep theirs, wherever the forms' modelled busiest CTA
+# (`forms_model_us`) is under the pick's.  Measured, H100, 2026-11-25: the (128, 192) form ran
+# 0.793-0.815 of the wide form's time on the same plans (5 shapes, g6-8, N 4096-7168, K
+# 2048-7168).
+N192_PICKS = ((256, 128), (128, 256))
+
+
+def forms_model_us(shape, tiles) -> float:
+    """Modelled busiest CTA of the grouped mixed-input kernel in one form (tiles of one tile)
+    or several side by side: the largest of each form's busiest CTA (`plan_cta_loads`) times
+    its TWO_FORMS_KB_US."""
+    if len(tiles) == 1:
+        plan = mixed_group_plan(shape, SM_COUNT["sm_90a"], tiles[0])
+        return TWO_FORMS_KB_US[tuple(tiles[0])] * max(plan_cta_loads(plan))
+    plan = mixed_group_forms_plan(shape, SM_COUNT["sm_90a"], tiles)
+    bounds = [0] + plan["splits"] + [plan["ctas"]]
+    loads = plan_cta_loads(plan)
+    return max(TWO_FORMS_KB_US[tuple(t)] * max(loads[a:b]) for t, a, b in zip(tiles, bounds, bounds[1:]))
+
+
+def _sm90_group_n192_forms(shape, pick: KernelConfig) -> KernelConfig | None:
+    if not pick.a_prepass or pick.cluster_mn != (1, 1) or \
+            not set(pick.forms or (tuple(pick.mma_tile_mn),)) <= set(N192_PICKS):
+        return None
+    parts = form_groups(shape, MULTI_FORM_TILES)
+    used = tuple(t for t, gs in zip(MULTI_FORM_TILES, parts) if gs)
+    if (128, 192) not in used:
+        return None
+    cfg = sm90_group_mixed(tile=used[0]) if len(used) == 1 else sm90_group_mixed_forms(used)
+    if not fits(cfg, shape):
+        return None
+    if forms_model_us(shape, used) >= forms_model_us(shape, pick.forms or (tuple(pick.mma_tile_mn),)):
+        return None
+    return cfg
+
+
 def _sm90_group_mixed192_ok(shape, pick: KernelConfig) -> bool:
-    if pick.two_forms or pick.cluster_mn == (2, 1) or (pick.a_prepass and pick.mma_tile_mn[1] == 64):
+    if pick.forms or pick.cluster_mn == (2, 1) or (pick.a_prepass and pick.mma_tile_mn[1] == 64):
         return False
     if not all(n % 192 == 0 and n >= MIXED192_MIN_N and k >= MIXED192_MIN_K for _m, n, k in shape) \
             or max(m for m, _n, _k in shape) <= 64:  # (M_g <= 64: 128-row A tiles pad them 2x or more)
@@ -1582,7 +1712,7 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         pick = _sm90_group_pick(problem, shape, best)
         if _sm90_group_mixed192_ok(shape, pick):
             return sm90_group_mixed(tile=(192, 128))  # exp. 107
-        return pick
+        return _sm90_group_n192_forms(shape, pick) or pick  # exp. 108
     cfg = KernelConfig(problem, arch, (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
                        split_k=True)
     return _sm90_fill(cfg, cap=4)

@@ -15,13 +15,15 @@ group_forms.py, with the public call: its timings of kernels under ~40 us carry 
 
 Forms, grouped: rule (configs.select_config), mixed256 / mixed128 / mixed64 / mixedwide (the
 grouped mixed-input kernel, stream-K, tiles of 256 B rows x 128 A rows / 128 x 128 / 256 x 64 /
-128 x 256), mixed192 (192 x 128 on three consumer warpgroups, exp. 107), pairs (its split-K pairs), pre93 / pre99 / pre100 (the rule's pick without exp. 93's
+128 x 256), mixed192 (192 x 128 on three consumer warpgroups, exp. 107), mixedn192 (128 x 192: m64 x n192
+wgmmas, exp. 108), pairs (its split-K pairs), pre93 / pre99 / pre100 (the rule's pick without exp. 93's
 wide tiles / exp. 99's two-form kernel / exp. 100's (256, 128) rule), pre29 (without either of
 session 29's rules), pre102 (without exp. 102's rule changes; the schedule stays the wave plan),
 pre106 (without the wide form's rule, exp. 93, i.e. what exp. 106's bound falls back to),
-pre107 (without exp. 107's three-warpgroup rule),
+pre107 (without exp. 107's three-warpgroup rule), pre108 (without exp. 108's (128, 192) forms rule),
 two (both forms side by side in one launch, exp. 99; two@P: split at CTA P, two@+D / two@-D: at
-the plan's P + D, else the plan's).
+the plan's P + D, else the plan's), three (the (256, 128), (128, 192) and wide forms, exp. 108;
+three@P:Q: P and Q CTAs offered to the first two).
 Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its plan splits), narrow,
 wg3, wide (exp. 91) -- each with its own stream-K decision --, pairs, wg3pairs, widepairs
 (their split-K pairs), pre91 (the mixed-input pick of the rules before exp. 91) and pre106 (the
@@ -52,6 +54,7 @@ FORMS = {
         "mixed64": lambda shape: configs.sm90_group_mixed(tile=(256, 64)),
         "mixedwide": lambda shape: configs.sm90_group_mixed(tile=(128, 256)),
         "mixed192": lambda shape: configs.sm90_group_mixed(tile=(192, 128)),
+        "mixedn192": lambda shape: configs.sm90_group_mixed(tile=(128, 192)),
         "pairs": lambda shape: configs.sm90_group_mixed(pairs=True),
         "rule": lambda shape: configs.select_config("group", "sm_90a", shape),
         "pre93": lambda shape: _pick_without(shape, "_sm90_group_wide_ok"),
@@ -61,7 +64,9 @@ FORMS = {
         "pre102": lambda shape: _pick_without(shape, "group_wave_plan_applies"),
         "pre106": lambda shape: _pick_without(shape, "_sm90_group_wide_ok"),
         "pre107": lambda shape: _pick_without(shape, "_sm90_group_mixed192_ok"),
+        "pre108": lambda shape: _pick_without(shape, "_sm90_group_n192_forms"),
         "two": lambda shape: configs.sm90_group_mixed_two_forms(),
+        "three": lambda shape: configs.sm90_group_mixed_three_forms(),
     },
     "dual": {
         "mixed": configs.sm90_dual_mixed,
@@ -155,11 +160,12 @@ def main() -> int:
                     print(f"{name}: {e}", flush=True)
                     continue
             ck = harness.compile_kernel(prob, "sm_90a", cfg, shape)
-            if base == "two" and variant:  # two@P: the two-form kernel split at CTA P (two@+D: plan's P + D)
-                split = int(variant)
-                if variant[0] in "+-":
-                    split += configs.mixed_group_two_forms_plan(shape, torch.cuda.get_device_properties(0)
-                                                                .multi_processor_count)["narrow_ctas"]
+            if cfg.forms and variant:  # two@P: the two-form kernel split at CTA P (two@+D: plan's P + D);
+                # three@P:Q: the three-form kernel, P and Q CTAs offered to its first two forms
+                split = tuple(int(v) for v in variant.split(":"))
+                if base == "two" and variant[0] in "+-":
+                    split = (split[0] + configs.mixed_group_two_forms_plan(
+                        shape, torch.cuda.get_device_properties(0).multi_processor_count)["narrow_ctas"],)
                 fargs = mod.runtime_args(data, cfg, torch.cuda.current_stream(), split)
             else:
                 fargs = mod.runtime_args(data, cfg, torch.cuda.current_stream())

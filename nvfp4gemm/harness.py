@@ -73,12 +73,12 @@ def device_arch() -> str | None:
     return {9: "sm_90a", 10: "sm_100a"}.get(major, f"sm_{major}{minor}")
 
 
-# Kernels selected by a config flag ("swap_ab", "skinny", "two_forms", "a_prepass") where the problem's main kernel
+# Kernels selected by a config flag ("swap_ab", "skinny", "forms", "a_prepass") where the problem's main kernel
 # does not implement it: (problem, arch, flag) -> (module, class)
 VARIANT_KERNELS = {
     ("dual", "sm_90a", "swap_ab"): ("nvfp4gemm.sm90.dual_swap", "Sm90DualSwapKernel"),
     ("dual", "sm_90a", "a_prepass"): ("nvfp4gemm.sm90.dual_mixed", "Sm90DualMixedKernel"),
-    ("group", "sm_90a", "two_forms"): ("nvfp4gemm.sm90.grouped_mixed", "Sm90GroupedMixedTwoFormsKernel"),
+    ("group", "sm_90a", "forms"): ("nvfp4gemm.sm90.grouped_mixed", "Sm90GroupedMixedFormsKernel"),
     ("group", "sm_90a", "a_prepass"): ("nvfp4gemm.sm90.grouped_mixed", "Sm90GroupedMixedKernel"),
     ("dual", "sm_90a", "skinny"): ("nvfp4gemm.sm90.dual_skinny", "Sm90DualSkinnyKernel"),
     ("group", "sm_90a", "skinny"): ("nvfp4gemm.sm90.grouped_skinny", "Sm90GroupedSkinnyKernel"),
@@ -91,7 +91,7 @@ def kernel_module(problem: str, arch: str, config=None):
     if (problem, arch) not in KERNELS:
         raise ValueError(f"no kernel for problem {problem!r} on {arch!r}; have {sorted(KERNELS)}")
     mod_name, cls_name = KERNELS[(problem, arch)]
-    for flag in ("skinny", "two_forms", "a_prepass", "swap_ab"):  # a_prepass configs are swap_ab too
+    for flag in ("skinny", "forms", "a_prepass", "swap_ab"):  # a_prepass configs are swap_ab too
         if config is not None and getattr(config, flag) and (problem, arch, flag) in VARIANT_KERNELS:
             mod_name, cls_name = VARIANT_KERNELS[(problem, arch, flag)]
             break

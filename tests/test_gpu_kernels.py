@@ -206,14 +206,32 @@ def test_rule_exp107_mixed192():
     _run(R.generate_input(ms, ns, ks, len(shape), 33, device="cuda", poison_padding=True), "group")
 
 
+def test_rule_exp108_n192_forms():
+    """Exp. 108's rule through custom_kernel: the (128, 192) form beside the (256, 128) and
+    wide forms (the leaderboard's g8 N7168 K2048), beside the (256, 128) form, and alone;
+    ragged M_g, poisoned scale padding, two calls."""
+    if torch.cuda.get_device_capability()[0] == 10:
+        pytest.skip("sm_90a rule")
+    cases = ((configs.GROUP_BENCHMARKS[1], configs.sm90_group_mixed_three_forms()),
+             (((183, 2048, 4096), (262, 2048, 4096), (7, 2048, 4096), (370, 2048, 4096), (85, 2048, 4096)) * 2,
+              configs.sm90_group_mixed_forms(((256, 128), (128, 192)))),
+             (((179, 7168, 4096), (130, 7168, 4096), (189, 7168, 4096), (514, 7168, 4096), (288, 7168, 4096)),
+              configs.sm90_group_mixed(tile=(128, 192))))
+    for i, (shape, want) in enumerate(cases):
+        assert configs.select_config("group", "sm_90a", shape) == want, shape
+        ms, ns, ks = (list(x) for x in zip(*shape))
+        _run(R.generate_input(ms, ns, ks, len(shape), 108 + i, device="cuda", poison_padding=True), "group")
+
+
 def test_rule_grouped_two_forms_and_mixed256():
     """The rule's two-form kernel (exp. 99: groups of both forms, >= 0.6 of the MACs wide) and
     its (256, 128) mixed form alone (exp. 100) through custom_kernel: ragged M_g and K_g,
     poisoned scale padding, two calls."""
     if torch.cuda.get_device_capability()[0] == 10:
         pytest.skip("sm_90a rule")
-    two = ((140, 5120, 4096), (250, 5120, 7168), (90, 5120, 3072), (230, 5120, 4096), (200, 5120, 4096))
-    one = ((100, 5120, 4096), (70, 5120, 7168), (128, 5120, 4096), (300, 5120, 4096), (1, 5120, 4096))
+    # (no group with 128 < M_g <= 192 or 256 < M_g <= 384, which exp. 108's (128, 192) form takes)
+    two = ((120, 5120, 4096), (250, 5120, 7168), (90, 5120, 3072), (230, 5120, 4096), (220, 5120, 4096))
+    one = ((100, 5120, 4096), (70, 5120, 7168), (128, 5120, 4096), (600, 5120, 4096), (1, 5120, 4096))
     assert configs.select_config("group", "sm_90a", two) == configs.sm90_group_mixed_two_forms()
     assert configs.select_config("group", "sm_90a", one) == configs.sm90_group_mixed()
     for i, shape in enumerate((two, one)):
@@ -728,12 +746,17 @@ _GM_RAGGED = ((1, 512, 2048), (7, 256, 1024), (33, 768, 2048), (130, 512, 512), 
     # a scale atom, two atoms per stage; 96 KB partials; 12 KB C staging, 32 rows of 384 bytes)
     ("192", configs.GROUP_BENCHMARKS[2]), ("192", ((1, 384, 2048), (130, 576, 1024), (300, 192, 1536), (7, 960, 512))),
     ("192", ((1, 192, 7168), (300, 192, 7168))), ("192", ((600, 5760, 4096), (384, 5760, 4096))),
+    # 192-row A tiles (m64 x n192 wgmmas, 6 A16 stages of 24 KB, A16 groups padded to 192 rows,
+    # 96 KB partials; exp. 108)
+    ("n192", ((176, 4096, 7168),) * 8), ("n192", _GM_RAGGED),
+    ("n192", ((1, 128, 7168), (300, 128, 7168))), ("n192", ((600, 14336, 4096), (384, 14336, 4096))),
 ], ids=["g8-N4096-K7168", "g8-N7168-K2048", "ragged", "few-tiles", "many-tiles", "waves-fill-tail",
         "waves-exact", "pairs-g2-N3072-K4096", "pairs-g2-N4096-K1536", "pairs-ragged", "pairs-odd-kb", "pairs-2-waves",
         "128-g2-N3072-K4096", "128-g2-N4096-K1536", "128-ragged", "128-few-tiles",
         "64-g8-M64", "64-ragged", "64-few-tiles", "64-mixed",
         "wide-g2-N3072-K4096", "wide-ragged", "wide-few-tiles", "wide-many-tiles",
-        "192-g2-N3072-K4096", "192-ragged", "192-few-tiles", "192-many-tiles"])
+        "192-g2-N3072-K4096", "192-ragged", "192-few-tiles", "192-many-tiles",
+        "n192-g8-M176", "n192-ragged", "n192-few-tiles", "n192-many-tiles"])
 def test_grouped_mixed(pairs, shape):
     """The grouped mixed-input kernel (A pre-pass to fp16 + PDL, B_g in wgmma registers),
     host-made stream-K segments or split-K pairs: poisoned C and scale padding; the same
@@ -743,7 +766,8 @@ def test_grouped_mixed(pairs, shape):
 
     cfg = {"128": configs.sm90_group_mixed(tile=(128, 128)), "64": configs.sm90_group_mixed(tile=(256, 64)),
            "wide": configs.sm90_group_mixed(tile=(128, 256)),
-           "192": configs.sm90_group_mixed(tile=(192, 128))}.get(pairs) or configs.sm90_group_mixed(pairs)
+           "192": configs.sm90_group_mixed(tile=(192, 128)),
+           "n192": configs.sm90_group_mixed(tile=(128, 192))}.get(pairs) or configs.sm90_group_mixed(pairs)
     gm.Sm90GroupedMixedKernel.can_implement(cfg, shape)
     ms, ns, ks = (list(x) for x in zip(*shape))
     data = R.generate_input(ms, ns, ks, len(shape), 31, device="cuda", poison_padding=True)
@@ -753,33 +777,54 @@ def test_grouped_mixed(pairs, shape):
     assert int(tabs[7].abs().sum()) == 0, "stream-K flags not reset"
 
 
+_TWO = configs.TWO_FORMS_TILES
+_THREE = configs.MULTI_FORM_TILES
+_N192_WIDE = ((128, 192), (128, 256))
+_NARROW_N192 = ((256, 128), (128, 192))
+
+
 @_sm90_only
-@pytest.mark.parametrize("shape,narrow_ctas", [
-    (configs.GROUP_BENCHMARKS[0], None), (configs.GROUP_BENCHMARKS[1], None),
-    (configs.GROUP_BENCHMARKS[1], 34),
+@pytest.mark.parametrize("tiles,shape,narrow_ctas", [
+    (_TWO, configs.GROUP_BENCHMARKS[0], None), (_TWO, configs.GROUP_BENCHMARKS[1], None),
+    (_TWO, configs.GROUP_BENCHMARKS[1], 34),
     # one wide group (M 130) beside five (256, 128) ones, ragged rows and K_g
-    (_GM_RAGGED, None),
+    (_TWO, _GM_RAGGED, None),
     # a form on one CTA (every tile of it in segments of one CTA), and on all but one
-    (((100, 512, 1024), (200, 256, 2048), (300, 768, 4096), (500, 1024, 1024)), 1),
-    (((100, 512, 1024), (200, 256, 2048), (300, 768, 4096), (500, 1024, 1024)), 131),
+    (_TWO, ((100, 512, 1024), (200, 256, 2048), (300, 768, 4096), (500, 1024, 1024)), 1),
+    (_TWO, ((100, 512, 1024), (200, 256, 2048), (300, 768, 4096), (500, 1024, 1024)), 131),
     # many whole tiles per CTA on both sides
-    (((600, 14336, 4096), (384, 14336, 4096), (130, 7168, 2048)), None),
+    (_TWO, ((600, 14336, 4096), (384, 14336, 4096), (130, 7168, 2048)), None),
+    # exp. 108: three forms ((128, 192) between them; A16: 256-row groups, then 192-row ones
+    # from a multiple of 192, then 128-row ones), the leaderboard's 8-group cases at the plan's
+    # splits and others, ragged rows and K_g, each form on 1 CTA
+    (_THREE, configs.GROUP_BENCHMARKS[0], None), (_THREE, configs.GROUP_BENCHMARKS[0], (66, 40)),
+    (_THREE, configs.GROUP_BENCHMARKS[1], None),
+    (_THREE, ((1, 512, 2048), (150, 256, 1024), (250, 768, 2048), (130, 512, 512), (7, 256, 2048),
+              (300, 1024, 1536)), None),
+    (_THREE, ((100, 512, 1024), (180, 256, 2048), (240, 768, 4096), (40, 1024, 1024)), (1, 1)),
+    (_THREE, ((100, 512, 1024), (180, 256, 2048), (240, 768, 4096), (40, 1024, 1024)), (1, 130)),
+    (_THREE, ((100, 512, 1024), (180, 256, 2048), (240, 768, 4096), (40, 1024, 1024)), (130, 1)),
+    # two forms with (128, 192): beside the wide form, beside the (256, 128) form
+    (_N192_WIDE, ((142, 3072, 2048), (228, 3072, 2048), (176, 3072, 2048), (248, 3072, 2048)), None),
+    (_NARROW_N192, ((7, 2048, 4096), (145, 2048, 4096), (370, 2048, 4096), (85, 2048, 4096)), None),
 ], ids=["g8-N4096-K7168", "g8-N7168-K2048", "g8-N7168-K2048-P34", "ragged", "narrow-on-1", "wide-on-1",
-        "many-tiles"])
-def test_grouped_mixed_two_forms(shape, narrow_ctas):
-    """Both grouped mixed-input forms in one launch (config two_forms): CTAs [0, P) the (256,
-    128) form, the rest the wide (128, 256) form, one pre-pass (wide groups first in A16),
-    stream-K on both sides; poisoned C and scale padding, three calls bit-identical, flags
-    left zero."""
+        "many-tiles", "three-g8-N4096-K7168", "three-g8-N4096-K7168-66-40", "three-g8-N7168-K2048",
+        "three-ragged", "three-1-1", "three-1-130", "three-130-1", "n192-wide", "narrow-n192"])
+def test_grouped_mixed_forms(tiles, shape, narrow_ctas):
+    """Several grouped mixed-input forms in one launch (config forms): CTAs [0, P) the first
+    form, the next ones the second (and third), one pre-pass (A16 by descending A rows per
+    tile), stream-K in every form; poisoned C and scale padding, three calls bit-identical,
+    flags left zero."""
     from nvfp4gemm.sm90 import grouped_mixed as gm
 
-    cfg = configs.sm90_group_mixed_two_forms()
-    gm.Sm90GroupedMixedTwoFormsKernel.can_implement(cfg, shape)
+    cfg = configs.sm90_group_mixed_forms(tiles)
+    assert [len(gs) > 0 for gs in configs.form_groups(shape, tiles)] == [True] * len(tiles)
+    gm.Sm90GroupedMixedFormsKernel.can_implement(cfg, shape)
     ms, ns, ks = (list(x) for x in zip(*shape))
     data = R.generate_input(ms, ns, ks, len(shape), 37, device="cuda", poison_padding=True)
     _run_group_thrice(data, cfg, shape, narrow_ctas=narrow_ctas)
     rows, _shapes = gm.group_table_rows(data)
     tabs = gm.cached_launch_tables(gm.launch_table_key(cfg, rows, narrow_ctas), None)
     assert int(tabs[7].abs().sum()) == 0, "stream-K flags not reset"
-    if narrow_ctas is not None:
+    if isinstance(narrow_ctas, int):
         assert tabs[12] <= narrow_ctas  # (the (256, 128) plan may need fewer CTAs than it is given)

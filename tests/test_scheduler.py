@@ -414,6 +414,48 @@ def test_mixed_group_plan_pairs(shape):
 
 
 _TWO_FORMS_SHAPES = [s for s in _GM_SHAPES if all(configs.two_forms_groups(s))]
+_FORMS_CASES = [(t, s) for t in (configs.MULTI_FORM_TILES, ((128, 192), (128, 256)), ((256, 128), (128, 192)))
+                for s in _GM_SHAPES if all(configs.form_groups(s, t))]
+
+
+@pytest.mark.parametrize("given", [None, 1, 2])
+@pytest.mark.parametrize("tiles,shape", _FORMS_CASES, ids=lambda x: str(x).replace(" ", "")[:40])
+def test_mixed_group_forms_plan(tiles, shape, given):
+    """configs.mixed_group_forms_plan (exp. 108): form f's CTAs [splits[f - 1], splits[f]) hold
+    exactly the `mixed_group_plan` of its groups (`form_groups`) on at most the CTAs offered
+    (given: None = the plan's choice; 1 = one CTA to each form but the last; 2 = 40 each),
+    the last form's on the SMs the others leave, group indices mapped back; each group in the
+    cheapest form (the (256, 128) / wide choice by 128-row block parity); A16 by descending
+    A rows per tile, each group's rows a multiple of its form's from row0, none overlapping."""
+    sms = 132
+    offered = None if given is None else (given if given == 1 else 40,) * (len(tiles) - 1)
+    parts = configs.form_groups(shape, tiles)
+    for f, gs in enumerate(parts):  # each group in a form no other (eligible) form runs for less
+        for g in gs:
+            cost = configs._form_group_cost(shape[g], tiles[f])
+            for t in tiles:
+                if t not in configs.TWO_FORMS_TILES and shape[g][1] % t[0] == 0:
+                    assert cost <= configs._form_group_cost(shape[g], t) + 1e-9
+    p = configs.mixed_group_forms_plan(shape, sms, tiles, offered)
+    bounds = [0] + p["splits"] + [p["ctas"]]
+    assert p["narrow_ctas"] == p["splits"][0] and p["ctas"] <= sms and len(p["splits"]) == len(tiles) - 1
+    offs, segs = p["seg_offs"], p["segs"]
+    for f, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        cap = offered[f] if offered and f < len(tiles) - 1 else \
+            (sms - bounds[-2] if f == len(tiles) - 1 else b - a)
+        ref = configs.mixed_group_plan([shape[g] for g in parts[f]], cap, tiles[f])
+        assert b - a == ref["ctas"]
+        assert segs[offs[a]:offs[b]] == [(parts[f][g], *r) for g, *r in ref["segs"]]
+        assert [o - offs[a] for o in offs[a:b + 1]] == ref["seg_offs"]
+    spans = []
+    for f, gs in enumerate(parts):
+        for g in gs:
+            t = tiles[f][1]
+            assert p["row0"][g] % t == 0
+            spans.append((p["row0"][g], p["row0"][g] + -(-shape[g][0] // t) * t, t))
+    spans.sort()
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])) and spans[-1][1] <= p["a16_rows"]
+    assert [t for _a, _b, t in spans] == sorted((t for _a, _b, t in spans), reverse=True)
 
 
 @pytest.mark.parametrize("narrow_ctas", [None, 1, 40, 131])
@@ -446,15 +488,47 @@ def test_mixed_group_two_forms_plan(shape, narrow_ctas):
     assert max(p["row0"][g] for g in wide) < min(p["row0"][g] for g in narrow)
 
 
-def test_grouped_rule_two_forms():
-    """Where the grouped rule picks the two-form mixed-input kernel (exp. 99): groups of both
+def test_grouped_rule_n192_forms():
+    """Exp. 108's rule: the (128, 192) form takes the groups with 128 < M_g <= 192 (or 256 <
+    M_g <= 384) from a pick of the (256, 128) and wide forms where the forms' modelled busiest
+    CTA is lower: alone where it takes every group, else beside the forms that keep theirs.
+    The measured shapes (H100, 0.821-0.952 of the pick before on 13, one tie), the leaderboard's
+    g8 N7168 K2048 (0.975); g8 N4096 K7168 keeps the two forms (modelled equal, measured 1.017)."""
+    pick = lambda groups: configs.select_config("group", "sm_90a", tuple(groups))  # noqa: E731
+    t = lambda *tiles: configs.sm90_group_mixed_forms(tiles)  # noqa: E731
+    n192 = configs.sm90_group_mixed(tile=(128, 192))
+    three = configs.sm90_group_mixed_three_forms()
+    assert pick(configs.GROUP_BENCHMARKS[1]) == three
+    assert pick(configs.GROUP_BENCHMARKS[0]) == configs.sm90_group_mixed_two_forms()
+    assert pick(configs.GROUP_BENCHMARKS[2]) == configs.sm90_group_mixed(tile=(128, 128))  # (pinned)
+    for shape, want in (
+            ([(m, 7168, 4096) for m in (73, 594, 475, 51, 370, 356, 259, 223, 540, 518, 235)], three),  # 0.939
+            ([(m, 2048, 4096) for m in (183, 262, 359, 370, 145, 7, 293, 191, 85, 70)],
+             t((256, 128), (128, 192))),  # 0.890
+            ([(m, 3072, 2048) for m in (146, 203, 228, 142, 228, 248, 176, 176, 173, 178, 168, 232, 189)],
+             t((128, 192), (128, 256))),  # 0.846
+            ([(129, 7168, 1024)] * 5, n192),  # 0.825 (the wide form before)
+            ([(309, 14336, 7168)], n192),  # 0.900 (the (256, 128) form before)
+            ([(m, 7168, 4096) for m in (179, 130, 189, 514, 172, 288)], n192),  # 0.845 (two forms before)
+            ([(176, 4096, 7168)] * 8, n192)):  # 0.80 of the wide form (exp. 108's first run)
+        assert pick(shape) == want, shape
+    for shape in ([(m, 4096, 7168) for m in (100, 60, 120, 80)],  # no group for (128, 192)
+                  [(256, 7168, 4096)] * 4,  # every group whole 256-row tiles: wide
+                  [(m, 1024, 7168) for m in (200, 100, 220, 60)]):  # a stored-decode pick (N 1024)
+        assert not pick(shape).forms and pick(shape).mma_tile_mn != (128, 192), shape
+
+
+def test_grouped_rule_two_forms(monkeypatch):
+    """Where the grouped rule (without exp. 108's (128, 192) forms, which may follow it) picks
+    the two-form mixed-input kernel (exp. 99): groups of both
     forms, every N_g and K_g >= 2048, >= 2048 k-blocks of tiles; where the wave plan applies
     (every K_g equal, a wave of tiles: exp. 102) at any wide share and A16 <= 37 MB -- the
     leaderboard's two 8-group cases among them --, else only with >= 0.6 of the MACs in the wide
     form and A16 <= 26 MB, the (256, 128) form alone below that share (exp. 100); g2 N3072
     K4096 stays pinned to the 128 x 128 mixed tiles."""
+    monkeypatch.setattr(configs, "_sm90_group_n192_forms", lambda *_args: None)
     two = configs.sm90_group_mixed_two_forms()
-    pick = lambda groups: configs.select_config("group", "sm_90a", tuple(groups))  # noqa: E731
+    pick = lambda groups: configs.default_config("group", "sm_90a", tuple(groups))  # noqa: E731
     for shape in ([(m, 4096, 7168) for m in (200, 180, 100, 220, 150, 240, 60, 170)],
                   [(m, 2048, 7168) for m in (150, 160, 170, 100, 180, 190, 200, 50)],
                   [(300, 14336, 4096), (200, 14336, 4096), (500, 14336, 4096), (160, 14336, 4096)],
@@ -479,7 +553,7 @@ def test_grouped_rule_two_forms():
     low_share = [(m, 4096, 7168) for m in (20, 50, 100, 120, 70, 90, 30)] + [(200, 4096, 4096)]
     assert not configs.group_wave_plan_applies(low_share) and configs.two_forms_wide_share(low_share) < 0.6
     assert pick(low_share) == configs.sm90_group_mixed()
-    assert pick(configs.GROUP_BENCHMARKS[2]) == configs.sm90_group_mixed(tile=(128, 128))
+    assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[2]) == configs.sm90_group_mixed(tile=(128, 128))
     for shape in ([(200, 4096, 7168), (100, 4096, 7168)],  # 1344 k-blocks
                   [(130, 4096, 2048), (60, 4096, 2048), (200, 4096, 2048)],  # 640 (measured 1.088)
                   [(m, 1024, 7168) for m in (200, 100, 220, 60)],  # N 1024
@@ -490,11 +564,13 @@ def test_grouped_rule_two_forms():
         assert pick(shape) != two, shape
 
 
-def test_grouped_rule_mixed256():
-    """Where the grouped rule picks the (256, 128) mixed-input form alone (exp. 100): the
+def test_grouped_rule_mixed256(monkeypatch):
+    """Where the grouped rule (without exp. 108's (128, 192) forms, which may follow it) picks
+    the (256, 128) mixed-input form alone (exp. 100): the
     ranking's non-swap stored-decode pick otherwise, every N_g >= 3072 and % 256, K_g >= 2048,
     >= 2048 k-blocks, A16 <= 20 MB; N 2048 (measured 1.02), short work and a large A16 (1.16)
     stay on the stored-decode kernels."""
+    monkeypatch.setattr(configs, "_sm90_group_n192_forms", lambda *_args: None)
     mixed = configs.sm90_group_mixed()
     pick = lambda groups: configs.select_config("group", "sm_90a", tuple(groups))  # noqa: E731
     for shape in ([(m, 4096, 7168) for m in (100, 70, 128, 90, 110, 80, 120, 66)],
@@ -508,10 +584,12 @@ def test_grouped_rule_mixed256():
         assert pick(shape) != mixed, shape
 
 
-def test_grouped_rule_wide_tiles():
-    """Where the grouped rule picks the mixed-input kernel with 256-row A tiles (exp. 93): every
+def test_grouped_rule_wide_tiles(monkeypatch):
+    """Where the grouped rule (without exp. 108's (128, 192) forms, which may follow it) picks
+    the mixed-input kernel with 256-row A tiles (exp. 93): every
     M_g has an even number of 128-row blocks (no padding beyond the other kernels' tiles) and
     every N_g >= 2048; the leaderboard cases and the measured losses keep their kernels."""
+    monkeypatch.setattr(configs, "_sm90_group_n192_forms", lambda *_args: None)
     wide = configs.sm90_group_mixed(tile=(128, 256))
     pick = lambda *groups: configs.select_config("group", "sm_90a", tuple(groups))  # noqa: E731
     for shape in ([(256, 7168, 4096)] * 4, [(512, 4096, 7168)] * 2, [(420, 5120, 2048), (512, 5120, 2048)],

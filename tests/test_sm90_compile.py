@@ -75,6 +75,13 @@ def _cases():
     seen.setdefault(("group", configs.sm90_group_mixed_two_forms()), configs.GROUP_BENCHMARKS[1])
     # the grouped mixed-input kernel's three-warpgroup form (exp. 107: 192 B_g rows x 128 A rows)
     seen.setdefault(("group", configs.sm90_group_mixed(tile=(192, 128))), configs.GROUP_BENCHMARKS[2])
+    # exp. 108: 192-row A tiles (m64 x n192 wgmmas) alone and beside each other form
+    seen.setdefault(("group", configs.sm90_group_mixed(tile=(128, 192))), ((176, 4096, 7168),) * 8)
+    seen.setdefault(("group", configs.sm90_group_mixed_three_forms()), configs.GROUP_BENCHMARKS[1])
+    seen.setdefault(("group", configs.sm90_group_mixed_forms(((128, 192), (128, 256)))),
+                    ((176, 3072, 2048), (228, 3072, 2048)))
+    seen.setdefault(("group", configs.sm90_group_mixed_forms(((256, 128), (128, 192)))),
+                    ((85, 2048, 4096), (145, 2048, 4096)))
     return [(p, c, s) for (p, c), s in seen.items()]
 
 
@@ -90,12 +97,12 @@ def test_compiles_f16_wgmma_no_spills(problem, cfg, shape, tmp_path):
     ptx = harness.read_ptx(ck.ptx_path)
     mmas = set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.(\w+)\.(\w+)\.(\w+)", ptx))
     assert mmas, "no wgmma.mma_async in the PTX"
-    parts = configs.two_forms_parts(cfg) if cfg.two_forms else (cfg,)
+    parts = configs.form_parts(cfg) if cfg.forms else (cfg,)
     assert {int(n) for n, *_ in mmas} == {c.mma_tile_mn[1] * c.gemms for c in parts}, mmas
     for n, acc, a, b in mmas:
         assert (acc, a, b) == ("f32", "f16", "f16"), mmas
         # dual: B1 and B2 share one m64 x (2 * tile_n) wgmma (fused N); dual swap_ab
-        # stacks them on the M side instead (cfg.gemms == 1); two_forms: each form's width
+        # stacks them on the M side instead (cfg.gemms == 1); forms: each form's width
     assert "e2m1" not in ptx, "e2m1 conversion instruction in sm_90a PTX"
     if cfg.rs_a:  # A from registers: wgmma's A operand is a {4 x b32} register list
         assert re.search(r"wgmma\.mma_async[^;]*\}, \{%r", ptx), "rs_a but no register-A wgmma"
@@ -317,7 +324,8 @@ def test_grouped_mixed_rule():
     [0.7, 1] of the SMs (configs._sm90_group_mixed_rule, H100, exp. 79); stream-K by the rules
     of exps. 99-100 and 102 (tests/test_scheduler.py) and where CONFIG_MAP pins it (g2 N3072
     K4096 with 128-row tiles, exp. 80); both leaderboard 8-group cases take the two-form
-    kernel.  can_implement names N % 256 and, for pairs, K >= 512."""
+    kernel (g8 N7168 K2048 with the (128, 192) form beside them, exp. 108).  can_implement
+    names N % 256 and, for pairs, K >= 512."""
     from nvfp4gemm.sm90.grouped_mixed import Sm90GroupedMixedKernel
 
     pairs = configs.sm90_group_mixed(pairs=True)
@@ -325,8 +333,10 @@ def test_grouped_mixed_rule():
     for shape in [((64, 4096, 7168), (128, 4096, 7168), (96, 4096, 7168), (80, 4096, 7168)),
                   ((256, 4096, 7168),) * 2]:
         assert configs.select_config("group", "sm_90a", shape) == pairs, shape
-    for shape in configs.GROUP_BENCHMARKS[:2]:  # (exp. 102 unpinned g8 N4096 K7168)
-        assert configs.select_config("group", "sm_90a", shape) == configs.sm90_group_mixed_two_forms()
+    # (exp. 102 unpinned g8 N4096 K7168)
+    assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[0]) == configs.sm90_group_mixed_two_forms()
+    assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[1]) == \
+        configs.sm90_group_mixed_three_forms()
     assert configs.select_config("group", "sm_90a", ((128, 4096, 7168),) * 8) == mixed  # exp. 100
     assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[2]) == \
         configs.sm90_group_mixed(tile=(128, 128))

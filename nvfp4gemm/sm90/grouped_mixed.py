@@ -17,12 +17,13 @@ a named barrier before the wgmma; here nothing decoded is stored by a thread:
      102; else stream-K over contiguous ranges): a segment is k-blocks kb0 .. kb1 - 1 of a tile =
      tile_m (256, or 128) rows of B_g (nb) x the A_g rows m0 .. m0 + tile_n - 1 (tile_n 128,
      or 64 for M_g <= 64, exp. 90, or 256 with 128 B_g rows: the dual wide form's m64 x n256
-     wgmmas, exp. 93; ragged: A16's zero padding rows; their columns of C^T are not stored).
+     wgmmas, exp. 93, or 192 with 128 B_g rows, m64 x n192, exp. 108; ragged: A16's zero
+     padding rows; their columns of C^T are not stored).
        WG0  producer: all 128 threads cp.async one k-block of packed B_g rows (128B-swizzled)
             and its tile_m / 128 scale atoms into a 2-stage ring (per-group addresses, no
             descriptors); warp 0 also TMA-loads the tile's A16 sub-blocks (tile_n rows x 64
-            fp16) into an 8-stage ring (5 stages of 32 KB with 256-row tiles, waited for two
-            at a time; one descriptor over all groups).
+            fp16) into an 8-stage ring (5 stages of 32 KB with 256-row tiles, 6 of 24 KB with
+            192-row ones, both waited for two at a time; one descriptor over all groups).
        WG1, WG2  consumers (WG1-WG3 in the three-warpgroup form, 192 rows of B_g, exp. 107:
             one m64 rep each, 512 threads, consumers at 160 registers; its tiles start at row
             0 or 64 of a 128-row scale atom, so each stage holds two and the decode takes the
@@ -51,19 +52,21 @@ decode) 0.866-1.000 on 11 shapes (exp. 90); 128 x 256 against the stored-decode 
 every M_g has an even number of 128-row blocks and N_g >= 2048: 0.818-0.946 on 10 shapes
 (exp. 93); 192 x 128 on three consumer warpgroups where every N_g % 192 == 0 and its modelled
 busiest CTA is 5% under the other forms': 0.774-0.969 of the pick before on 6 fit shapes and
-0.81-1.01 on 7 check shapes (exp. 107).  Both 256 x 128 and 128 x 256 tiles side by side in one launch
-(`Sm90GroupedMixedTwoFormsKernel`, exp. 99): 0.78-0.92 of the previous pick where >= 0.6 of the
+0.81-1.01 on 7 check shapes (exp. 107); 128 x 192 (m64 x n192 wgmmas) 0.79-0.82 of the wide
+form's time on the same plans (5 shapes, exp. 108).  Both 256 x 128 and 128 x 256 tiles side by side in one launch
+(`Sm90GroupedMixedFormsKernel`, exp. 99): 0.78-0.92 of the previous pick where >= 0.6 of the
 MACs run wide (g8 N7168 K2048 84.3 -> 79.0 us), and the 256 x 128 form alone by rule on more
 shapes (exp. 100, 0.89-0.95).  The wave plan (exp. 102): 0.66-1.007 of the stream-K plan on 14
 (shape, form) pairs; both leaderboard 8-group cases now run the two-form kernel (126.0 / 76.9
-us in bench.py).  Where each is selected: configs.CONFIG_MAP
-pins, `_sm90_group_mixed_rule`, `_sm90_group_wide_ok`, `_sm90_group_two_forms_ok`,
+us in bench.py); with the 128 x 192 form beside them or in place of one (exp. 108): 0.821-0.952
+on 13 of 14 check shapes, one tie, g8 N7168 K2048 0.975.  Where each is selected: configs.CONFIG_MAP
+pins, `_sm90_group_mixed_rule`, `_sm90_group_wide_ok`, `_sm90_group_two_forms_ok`, `_sm90_group_n192_forms`,
 `_sm90_group_mixed256_ok`, `_sm90_group_mixed192_ok` and the MIXED64 rule in configs.default_config.
 
 Constraints (can_implement): 1..16 groups, configs.check_shape (N_g % 64, K_g % 256), N_g a
 multiple of tile_m (the tile's B rows), any M_g >= 1; pairs: K_g >= 512.  Workspaces (cached
 per input buffers): A16 (sum of M_g padded to tile_n) x K_max fp16, and for stream-K a
-128 KB fp32 partial slot (a 256 x 64 tile fills 64 KB of it, a 192 x 128 one 96 KB) plus a
+128 KB fp32 partial slot (a 256 x 64 tile fills 64 KB of it, a 192 x 128 or 128 x 192 one 96 KB) plus a
 flag per CTA.
 """
 
@@ -378,37 +381,40 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                                           Int32(meta[(g, 5)]), Int32(meta[(g, 6)]), ct, c_stage)
 
 
-class Sm90GroupedMixedTwoFormsKernel:
-    """Both grouped mixed-input tile forms in one launch (config `two_forms`, exp. 99).
+class Sm90GroupedMixedFormsKernel:
+    """Several grouped mixed-input tile forms in one launch (config `forms`, exps. 99, 108).
 
-    The (256, 128) form pads each M_g to 128 rows; the wide (128, 256) form costs ~13% less
-    per MAC (exp. 93) but pads to 256.  Here CTAs [0, narrow_ctas) run the (256, 128) form
-    over the groups whose M_g has an odd number of 128-row blocks and the others run the
-    wide form over the rest (`configs.mixed_group_two_forms_plan`), each exactly its
-    single-form kernel (`Sm90GroupedMixedKernel.run_cta`) in its own branch with its own
-    shared memory carve-up, after one pre-pass (A16: the wide groups first, 256-row aligned).
-    Exp. 95 ran the same split as two launches on two streams; one launch saves the second
-    pre-pass and launch.  Constraints: those of both forms for their groups, and groups of
-    both forms."""
+    The (256, 128) form pads each M_g to 128 rows; the wide (128, 256) form costs ~9% less
+    per k-block of 256-row-equivalent work (exp. 93) but pads to 256; the (128, 192) form
+    (exp. 108) runs at 0.80 of the wide form's time and pads to 192.  Each group runs in the
+    form `configs.form_groups` gives it, and each form on its own CTAs: CTAs [splits[f - 1],
+    splits[f]) run form f (`configs.mixed_group_forms_plan`), each exactly its single-form
+    kernel (`Sm90GroupedMixedKernel.run_cta`) in its own branch with its own shared memory
+    carve-up, after one pre-pass (A16: the forms' groups by descending A rows per tile, each
+    form's first row a multiple of its A rows).  Exp. 95 ran two forms as two launches on two
+    streams; one launch saves the second pre-pass and launch.  Constraints: those of each
+    form for its groups, and groups for every form."""
+
+    MAX_FORMS = 3
 
     def __init__(self, config: KernelConfig):
         self.config = config
-        self.narrow, self.wide = (Sm90GroupedMixedKernel(part) for part in configs.two_forms_parts(config))
+        self.parts = [Sm90GroupedMixedKernel(part) for part in configs.form_parts(config)]
 
     @staticmethod
     def check_config(config: KernelConfig) -> None:
-        if not config.two_forms:
-            raise ValueError("Sm90GroupedMixedTwoFormsKernel runs two_forms configs")
+        if not config.forms:
+            raise ValueError("Sm90GroupedMixedFormsKernel runs multi-form configs (config.forms)")
         Sm90GroupedMixedKernel.check_config(config)
 
     @staticmethod
     def can_implement(config: KernelConfig, shapes) -> None:
-        Sm90GroupedMixedTwoFormsKernel.check_config(config)
-        narrow, wide = configs.two_forms_groups(shapes)
-        if not narrow or not wide:
-            raise ValueError("the two-form kernel needs a group with an odd and one with an even number of "
-                             "128-row blocks of A")
-        for part, groups in zip(configs.two_forms_parts(config), (narrow, wide)):
+        Sm90GroupedMixedFormsKernel.check_config(config)
+        parts = configs.form_groups(shapes, config.forms)
+        if not all(parts):
+            raise ValueError(f"the multi-form kernel needs groups for each of its forms {config.forms} "
+                             "(configs.form_groups)")
+        for part, groups in zip(configs.form_parts(config), parts):
             Sm90GroupedMixedKernel.can_implement(part, [shapes[g] for g in groups])
 
     @cute.jit
@@ -426,29 +432,42 @@ class Sm90GroupedMixedTwoFormsKernel:
         k_max: Int32,
         a16_rows: Int32,
         num_ctas: Int32,
-        narrow_ctas: Int32,
+        split1: Int32,
+        split2: Int32,
         stream: cuda.CUstream,
     ):
-        # the single-form kernel's tables (group indices global, both forms' segments), one A16
-        # TMA atom per form's row block, its pre-pass
+        # the single-form kernel's tables (group indices global, every form's segments), one
+        # A16 TMA atom per form's row block, its pre-pass; a two-form kernel fills the third
+        # form's slots with the second's (that branch is not compiled in)
         meta, pre_offs, row0, segs, seg_offs, mA16 = launch_views(meta_ptr, pre_offs_ptr, row0_ptr, seg_ptr,
                                                                   seg_offs_ptr, a16_ptr, a16_rows, k_max)
-        atoms = [form.setup_a16_tma(mA16) for form in (self.narrow, self.wide)]
-        self.narrow.launch_prepass(meta, pre_offs, row0, a16_ptr, total_halves, k_max, stream)
-        self.kernel(atoms[0][0], atoms[0][1], atoms[1][0], atoms[1][1], self.narrow.tiled_mma, self.wide.tiled_mma,
-                    meta, row0, segs, seg_offs, ws_ptr, flags_ptr, narrow_ctas).launch(
-            grid=[num_ctas, 1, 1], block=[self.narrow.threads_per_cta, 1, 1],
+        atoms = [form.setup_a16_tma(mA16) for form in self.parts]
+        mmas = [form.tiled_mma for form in self.parts]
+        last = len(self.parts) - 1
+        self.parts[0].launch_prepass(meta, pre_offs, row0, a16_ptr, total_halves, k_max, stream)
+        self.kernel(atoms[0][0], atoms[0][1], mmas[0], atoms[1][0], atoms[1][1], mmas[1],
+                    atoms[last][0], atoms[last][1], mmas[last],
+                    meta, row0, segs, seg_offs, ws_ptr, flags_ptr, split1, split2).launch(
+            grid=[num_ctas, 1, 1], block=[self.parts[0].threads_per_cta, 1, 1],
             smem=sm90_smem_bytes(self.config), min_blocks_per_mp=1, stream=stream, use_pdl=True)
 
     @cute.kernel
-    def kernel(self, tma_n: cute.CopyAtom, mA16_n: cute.Tensor, tma_w: cute.CopyAtom, mA16_w: cute.Tensor,
-               mma_n: cute.TiledMma, mma_w: cute.TiledMma, meta: cute.Tensor, row0: cute.Tensor, segs: cute.Tensor,
-               seg_offs: cute.Tensor, ws_ptr: cute.Pointer, flags_ptr: cute.Pointer, narrow_ctas: Int32):
+    def kernel(self, tma0: cute.CopyAtom, mA16_0: cute.Tensor, mma0: cute.TiledMma,
+               tma1: cute.CopyAtom, mA16_1: cute.Tensor, mma1: cute.TiledMma,
+               tma2: cute.CopyAtom, mA16_2: cute.Tensor, mma2: cute.TiledMma,
+               meta: cute.Tensor, row0: cute.Tensor, segs: cute.Tensor, seg_offs: cute.Tensor,
+               ws_ptr: cute.Pointer, flags_ptr: cute.Pointer, split1: Int32, split2: Int32):
         cta = cute.arch.block_idx()[0]
-        if cta < narrow_ctas:
-            self.narrow.run_cta(tma_n, mA16_n, mma_n, meta, row0, segs, seg_offs, ws_ptr, flags_ptr, cta)
+        if cta < split1:
+            self.parts[0].run_cta(tma0, mA16_0, mma0, meta, row0, segs, seg_offs, ws_ptr, flags_ptr, cta)
         else:
-            self.wide.run_cta(tma_w, mA16_w, mma_w, meta, row0, segs, seg_offs, ws_ptr, flags_ptr, cta)
+            if cutlass.const_expr(len(self.parts) == 2):
+                self.parts[1].run_cta(tma1, mA16_1, mma1, meta, row0, segs, seg_offs, ws_ptr, flags_ptr, cta)
+            else:
+                if cta < split2:
+                    self.parts[1].run_cta(tma1, mA16_1, mma1, meta, row0, segs, seg_offs, ws_ptr, flags_ptr, cta)
+                else:
+                    self.parts[2].run_cta(tma2, mA16_2, mma2, meta, row0, segs, seg_offs, ws_ptr, flags_ptr, cta)
 
 
 # ---------------------------------------------------------------------- host helpers
@@ -470,21 +489,23 @@ def compile_args(config: KernelConfig, shapes) -> tuple:
 
     return (p(cutlass.Int64, 1), p(cutlass.Int32, 2), p(cutlass.Int32, 3), p(cutlass.Int32, 4), p(cutlass.Int32, 5),
             p(cutlass.Float16, 6), p(cutlass.Float32, 7), p(cutlass.Int32, 8),
-            Int32(1), Int32(256), Int32(128), Int32(1)) + ((Int32(1),) if config.two_forms else ()) \
+            Int32(1), Int32(256), Int32(128), Int32(1)) + ((Int32(1), Int32(1)) if config.forms else ()) \
         + (make_fake_stream(),)
 
 
-def launch_tables(config: KernelConfig, dev, rows, shapes, narrow_ctas: int | None = None) -> tuple:
+def launch_tables(config: KernelConfig, dev, rows, shapes, narrow_ctas=None) -> tuple:
     """Device tensors of one launch (built once per entry of `cached_launch_tables`): the
     group table, the pre-pass prefix sums, A16 row offsets, the schedule, the A16 buffer
     (zeroed once: group padding rows are never written) and the stream-K workspace and
     flags (zeroed once; each finisher resets the flags it consumed); then the scalars, and
-    for a two-form config its first wide CTA (`narrow_ctas`: the plan's choice if None)."""
+    for a multi-form config the first CTAs of its second and third forms (the last CTA count
+    where it has two; `narrow_ctas`: the CTAs offered to the first forms, an int or one per
+    form but the last; the plan's choice if None)."""
     import torch
 
     pairs = config.cluster_mn == (2, 1)
-    if config.two_forms:
-        plan = configs.mixed_group_two_forms_plan(shapes, sm_count(dev), narrow_ctas)
+    if config.forms:
+        plan = configs.mixed_group_forms_plan(shapes, sm_count(dev), config.forms, narrow_ctas)
     else:
         plan = configs.mixed_group_plan(shapes, sm_count(dev), config.mma_tile_mn, pairs=pairs)
     ctas = plan["ctas"]
@@ -505,18 +526,19 @@ def launch_tables(config: KernelConfig, dev, rows, shapes, narrow_ctas: int | No
             torch.empty(1 if pairs else ctas * Sm90GroupedMixedKernel.PARTIAL_BYTES // 4, dtype=torch.float32,
                         device=dev),
             torch.zeros(ctas, dtype=torch.int32, device=dev),
-            halves[len(shapes)], k_max, plan["a16_rows"], ctas) + ((plan["narrow_ctas"],) if config.two_forms else ())
+            halves[len(shapes)], k_max, plan["a16_rows"], ctas) \
+        + (tuple((plan["splits"] + [ctas])[:2]) if config.forms else ())
 
 
-def launch_table_key(config: KernelConfig, rows, narrow_ctas: int | None = None) -> tuple:
+def launch_table_key(config: KernelConfig, rows, narrow_ctas=None) -> tuple:
     """`cached_launch_tables` key of a launch: the config, every group's table row (addresses and
-    sizes) and a two-form split fixed by the caller."""
+    sizes) and a multi-form split fixed by the caller."""
     return ("mixed", config) + tuple(tuple(r) for r in rows) + ((narrow_ctas,) if narrow_ctas is not None else ())
 
 
-def runtime_args(data, config: KernelConfig, stream, narrow_ctas: int | None = None) -> tuple:
+def runtime_args(data, config: KernelConfig, stream, narrow_ctas=None) -> tuple:
     """The compile_args tuple from a grouped input (tables cached per config and buffers);
-    `narrow_ctas` fixes a two-form config's split instead of the plan's choice."""
+    `narrow_ctas` fixes a multi-form config's split (`launch_tables`) instead of the plan's choice."""
     from cutlass.cute.runtime import make_ptr
 
     rows, shapes = group_table_rows(data)
