@@ -48,6 +48,20 @@ def _run(data, problem):
         assert ok, f"{call} call: {msg}"
 
 
+def _run_group_pick(shape, want, seed):
+    """A grouped shape through custom_kernel (`_run`: poisoned scale padding, two calls) after
+    checking what the sm_90a rule picks for it: `want` is that config, or a predicate on it."""
+    cfg = configs.select_config("group", "sm_90a", shape)
+    assert want(cfg) if callable(want) else cfg == want, (shape, cfg.short())
+    ms, ns, ks = (list(x) for x in zip(*shape))
+    _run(R.generate_input(ms, ns, ks, len(shape), seed, device="cuda", poison_padding=True), "group")
+
+
+def _skip_sm100(why="sm_90a rule"):
+    if torch.cuda.get_device_capability()[0] == 10:
+        pytest.skip(why)
+
+
 @pytest.mark.parametrize("seed", _SEEDS)
 @pytest.mark.parametrize("shape", configs.DUAL_TESTS + configs.DUAL_BENCHMARKS, ids=str)
 def test_dual(shape, seed):
@@ -81,8 +95,7 @@ def test_dual_ragged_m(shape):
     """sm_90a dual with M not a multiple of 128, poisoned C and scale padding (the padded A
     rows decode to NaN; none may reach C), twice through custom_kernel; where the rule sends
     the shape to the small-M swap_ab kernel, the dual kernel's own config runs too."""
-    if torch.cuda.get_device_capability()[0] == 10:
-        pytest.skip("the sm_100a dual kernel requires M % 128 == 0")
+    _skip_sm100("the sm_100a dual kernel requires M % 128 == 0")
     data = R.generate_input(*shape, 15, device="cuda", poison_padding=True)
     _run(data, "dual")
     cfg = configs.select_config("dual", "sm_90a", shape)
@@ -99,8 +112,7 @@ def test_dual_ragged_m(shape):
 def test_dual_small_m_swap_ab(shape):
     """Decode-sized M through custom_kernel: the rule picks the dual swap_ab kernel (B1 / B2
     in wgmma registers, A on the narrow side); poisoned C and scale padding, two calls."""
-    if torch.cuda.get_device_capability()[0] == 10:
-        pytest.skip("sm_100a dual has no swap_ab kernel (and needs M % 128 == 0)")
+    _skip_sm100("sm_100a dual has no swap_ab kernel (and needs M % 128 == 0)")
     assert configs.select_config("dual", "sm_90a", shape).swap_ab
     _run(R.generate_input(*shape, 16, device="cuda", poison_padding=True), "dual")
 
@@ -115,8 +127,7 @@ def test_dual_small_m_swap_ab(shape):
 def test_dual_skinny(shape):
     """M <= 16 through custom_kernel: the rule picks the skinny mma.sync kernel; poisoned C
     and scale padding, two calls."""
-    if torch.cuda.get_device_capability()[0] == 10:
-        pytest.skip("sm_100a dual has no skinny kernel (and needs M % 128 == 0)")
+    _skip_sm100("sm_100a dual has no skinny kernel (and needs M % 128 == 0)")
     assert configs.select_config("dual", "sm_90a", shape).skinny
     _run(R.generate_input(*shape, 18, device="cuda", poison_padding=True), "dual")
 
@@ -131,11 +142,8 @@ def test_dual_skinny(shape):
 def test_grouped_skinny(shape):
     """Every M_g <= 16 (MoE decode) through custom_kernel: the rule picks the skinny mma.sync
     grouped kernel; poisoned C and scale padding, two calls."""
-    if torch.cuda.get_device_capability()[0] == 10:
-        pytest.skip("sm_100a grouped has no skinny kernel")
-    assert configs.select_config("group", "sm_90a", shape).skinny
-    ms, ns, ks = (list(x) for x in zip(*shape))
-    _run(R.generate_input(ms, ns, ks, len(shape), 20, device="cuda", poison_padding=True), "group")
+    _skip_sm100("sm_100a grouped has no skinny kernel")
+    _run_group_pick(shape, lambda cfg: cfg.skinny, 20)
 
 
 def test_grouped_poisoned_padding_and_tiny_m():
@@ -149,33 +157,25 @@ def test_grouped_swap_ab_poisoned_padding_and_tiny_m():
     ragged M on the 64-wide side; 68 tiles instead of 136 128x128 tiles), through
     custom_kernel, poisoned scale padding."""
     shape = ((1, 4096, 512), (40, 3072, 512), (17, 4096, 256), (64, 2048, 768), (9, 4096, 256))
-    assert configs.select_config("group", "sm_90a", shape).swap_ab
-    ms, ns, ks = (list(x) for x in zip(*shape))
-    _run(R.generate_input(ms, ns, ks, len(shape), 9, device="cuda", poison_padding=True), "group")
+    _run_group_pick(shape, lambda cfg: cfg.swap_ab, 9)
 
 
 def test_grouped_small_m_mixed64_rule():
     """Every M_g <= 64, some > 32, N_g >= 2048, K_g >= 1024 (MoE decode): the rule picks the
     grouped mixed-input kernel with 64-row A tiles (exp. 90); through custom_kernel, ragged
     M_g 1-64, N and K per group, poisoned scale padding, two calls."""
-    if torch.cuda.get_device_capability()[0] == 10:
-        pytest.skip("sm_90a rule")
+    _skip_sm100()
     shape = ((33, 4096, 1024), (64, 2048, 2048), (1, 4096, 1024), (50, 7168, 1024), (17, 2048, 3072))
-    assert configs.select_config("group", "sm_90a", shape) == configs.sm90_group_mixed(tile=(256, 64))
-    ms, ns, ks = (list(x) for x in zip(*shape))
-    _run(R.generate_input(ms, ns, ks, len(shape), 12, device="cuda", poison_padding=True), "group")
+    _run_group_pick(shape, configs.sm90_group_mixed(tile=(256, 64)), 12)
 
 
 def test_grouped_wide_rule():
     """Every M_g with an even number of 128-row blocks and N_g >= 2048: the rule picks the
     grouped mixed-input kernel with 256-row A tiles (exp. 93); through custom_kernel, ragged
     M_g, N and K per group, poisoned scale padding, two calls."""
-    if torch.cuda.get_device_capability()[0] == 10:
-        pytest.skip("sm_90a rule")
+    _skip_sm100()
     shape = ((200, 4096, 1024), (256, 2048, 2048), (129, 3072, 1536), (500, 2048, 512))
-    assert configs.select_config("group", "sm_90a", shape) == configs.sm90_group_mixed(tile=(128, 256))
-    ms, ns, ks = (list(x) for x in zip(*shape))
-    _run(R.generate_input(ms, ns, ks, len(shape), 13, device="cuda", poison_padding=True), "group")
+    _run_group_pick(shape, configs.sm90_group_mixed(tile=(128, 256)), 13)
 
 
 def test_rule_exp106_short_k():
@@ -183,60 +183,46 @@ def test_rule_exp106_short_k():
     stored-decode rule picks its own cluster pairs (448x2048x1536: ragged last A tile), and
     grouped K_g < 4096 with under half a wave of wide tiles falling back to the stored-decode
     kernel; poisoned scale padding, two calls each."""
-    if torch.cuda.get_device_capability()[0] == 10:
-        pytest.skip("sm_90a rule")
+    _skip_sm100()
     dual = (448, 2048, 1536, 1)
     assert configs.select_config("dual", "sm_90a", dual) == configs.sm90_dual_mixed_wide_pairs()
     _run(R.generate_input(*dual, 31, device="cuda", poison_padding=True), "dual")
-    group = ((256, 4096, 1536), (200, 4096, 1536))
-    assert not configs.select_config("group", "sm_90a", group).a_prepass
-    ms, ns, ks = (list(x) for x in zip(*group))
-    _run(R.generate_input(ms, ns, ks, len(group), 32, device="cuda", poison_padding=True), "group")
+    _run_group_pick(((256, 4096, 1536), (200, 4096, 1536)), lambda cfg: not cfg.a_prepass, 32)
 
 
 def test_rule_exp107_mixed192():
     """Exp. 107's rule through custom_kernel: the grouped mixed-input kernel's three-warpgroup
     form (192 B_g rows) where N_g % 192 == 0 and its model beats the other single forms;
     ragged M_g, poisoned scale padding, two calls."""
-    if torch.cuda.get_device_capability()[0] == 10:
-        pytest.skip("sm_90a rule")
+    _skip_sm100()
     shape = ((100, 5760, 2048), (250, 5760, 2048), (180, 5760, 2048), (129, 5760, 2048))
-    assert configs.select_config("group", "sm_90a", shape) == configs.sm90_group_mixed(tile=(192, 128))
-    ms, ns, ks = (list(x) for x in zip(*shape))
-    _run(R.generate_input(ms, ns, ks, len(shape), 33, device="cuda", poison_padding=True), "group")
+    _run_group_pick(shape, configs.sm90_group_mixed(tile=(192, 128)), 33)
 
 
 def test_rule_exp108_n192_forms():
     """Exp. 108's rule through custom_kernel: the (128, 192) form beside the (256, 128) and
     wide forms (the leaderboard's g8 N7168 K2048), beside the (256, 128) form, and alone;
     ragged M_g, poisoned scale padding, two calls."""
-    if torch.cuda.get_device_capability()[0] == 10:
-        pytest.skip("sm_90a rule")
+    _skip_sm100()
     cases = ((configs.GROUP_BENCHMARKS[1], configs.sm90_group_mixed_three_forms()),
              (((183, 2048, 4096), (262, 2048, 4096), (7, 2048, 4096), (370, 2048, 4096), (85, 2048, 4096)) * 2,
               configs.sm90_group_mixed_forms(((256, 128), (128, 192)))),
              (((179, 7168, 4096), (130, 7168, 4096), (189, 7168, 4096), (514, 7168, 4096), (288, 7168, 4096)),
               configs.sm90_group_mixed(tile=(128, 192))))
     for i, (shape, want) in enumerate(cases):
-        assert configs.select_config("group", "sm_90a", shape) == want, shape
-        ms, ns, ks = (list(x) for x in zip(*shape))
-        _run(R.generate_input(ms, ns, ks, len(shape), 108 + i, device="cuda", poison_padding=True), "group")
+        _run_group_pick(shape, want, 108 + i)
 
 
 def test_rule_grouped_two_forms_and_mixed256():
     """The rule's two-form kernel (exp. 99: groups of both forms, >= 0.6 of the MACs wide) and
     its (256, 128) mixed form alone (exp. 100) through custom_kernel: ragged M_g and K_g,
     poisoned scale padding, two calls."""
-    if torch.cuda.get_device_capability()[0] == 10:
-        pytest.skip("sm_90a rule")
+    _skip_sm100()
     # (no group with 128 < M_g <= 192 or 256 < M_g <= 384, which exp. 108's (128, 192) form takes)
     two = ((120, 5120, 4096), (250, 5120, 7168), (90, 5120, 3072), (230, 5120, 4096), (220, 5120, 4096))
     one = ((100, 5120, 4096), (70, 5120, 7168), (128, 5120, 4096), (600, 5120, 4096), (1, 5120, 4096))
-    assert configs.select_config("group", "sm_90a", two) == configs.sm90_group_mixed_two_forms()
-    assert configs.select_config("group", "sm_90a", one) == configs.sm90_group_mixed()
-    for i, shape in enumerate((two, one)):
-        ms, ns, ks = (list(x) for x in zip(*shape))
-        _run(R.generate_input(ms, ns, ks, len(shape), 17 + i, device="cuda", poison_padding=True), "group")
+    _run_group_pick(two, configs.sm90_group_mixed_two_forms(), 17)
+    _run_group_pick(one, configs.sm90_group_mixed(), 18)
 
 
 @pytest.mark.parametrize("shape,splits,full", [
