@@ -1129,6 +1129,34 @@ def plan_cta_loads(plan: dict) -> list[float]:
     return loads
 
 
+_PLAN_CACHE: dict = {}
+_PLAN_CACHE_MAX = 4096
+
+
+def _frozen(x):
+    return tuple(_frozen(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+
+def _cached_plan(fn):
+    """Memoize a host plan by its arguments (the rule's models and the launch plan the same
+    shapes again, and a multi-form search plans each form at many CTA counts; the plans are
+    pure functions of these arguments and the module's constants).  Callers must not mutate
+    the returned dict; a script that patches a plan constant clears `_PLAN_CACHE` first."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapped(shapes, sms, *args, **kw):
+        key = (fn.__name__, _frozen(shapes), sms, _frozen(args), _frozen(sorted(kw.items())))
+        hit = _PLAN_CACHE.get(key)
+        if hit is None:
+            if len(_PLAN_CACHE) >= _PLAN_CACHE_MAX:
+                _PLAN_CACHE.clear()
+            hit = _PLAN_CACHE[key] = fn(shapes, sms, *args, **kw)
+        return hit
+    return wrapped
+
+
+@_cached_plan
 def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
     """Host schedule of the multi-form grouped mixed-input kernel: `mixed_group_plan` of each
     form's groups (`form_groups`) on its own CTAs, forms in `tiles` order, one segment table
@@ -1148,11 +1176,12 @@ def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
         raise ValueError(f"the multi-form kernel needs groups of every form {tiles}")
     f_shapes = [[shapes[g] for g in gs] for gs in parts]
     kb = [TWO_FORMS_KB_US[t] for t in tiles]
-    memo = {}
+    memo, busiest = {}, {}
 
     def form_plan(f, c):
         if (f, c) not in memo:
             memo[(f, c)] = mixed_group_plan(f_shapes[f], c, tiles[f])
+            busiest[(f, c)] = kb[f] * max(plan_cta_loads(memo[(f, c)]))
         return memo[(f, c)]
 
     def plans(offered):  # (the last form gets every CTA the others' plans leave)
@@ -1164,9 +1193,12 @@ def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
             return None
         return ps + [form_plan(len(tiles) - 1, left)]
 
-    def makespan(offered):
+    def makespan(offered):  # (each form's busiest CTA computed once per CTA count: the search is host time)
         ps = plans(offered)
-        return float("inf") if ps is None else max(w * max(plan_cta_loads(p)) for w, p in zip(kb, ps))
+        if ps is None:
+            return float("inf")
+        counts = list(offered) + [sms - sum(p["ctas"] for p in ps[:-1])]
+        return max(busiest[(f, c)] for f, c in enumerate(counts))
 
     if given is None:
         work = [w * sum(_form_group_k_blocks(sh, t) for sh in fs) for w, t, fs in zip(kb, tiles, f_shapes)]
@@ -1355,6 +1387,10 @@ def stream_k_fill(tile_kbs, sms: int) -> list:
         hi *= 2
         best = fill(hi)
     for _ in range(40):  # binary search on the budget
+        if hi - lo < 1e-7:
+            # (fill changes only where the budget crosses an integer or a tile's k-blocks / n,
+            # n <= its k-blocks: points >= 1e-4 apart, so this is the same piece as 40 steps)
+            break
         mid = (lo + hi) / 2
         f = fill(mid)
         if f is None:
@@ -1451,6 +1487,7 @@ def mixed_group_wave_plan(shapes, sms: int, tile=(256, 128)) -> dict | None:
     return {"segs": rows, "seg_offs": offs, "row0": row0, "a16_rows": r, "ctas": sms}
 
 
+@_cached_plan
 def mixed_group_plan(shapes, sms: int, tile=(256, 128), pairs: bool = False, waves: bool = True) -> dict:
     """Host schedule of the grouped mixed-input kernel (one persistent CTA per SM):
     `mixed_group_wave_plan` where it applies and `waves` (exp. 102), else the stream-K plan
