@@ -1072,7 +1072,7 @@ MULTI_FORM_TILES = ((256, 128), (128, 192), (128, 256))
 # CTAs of it on all 8, on it for few (a least-squares fit of the same model was too flat to
 # place P); the window is searched around the work-proportional split.  (128, 192): 0.80 of
 # the wide form's, its time ratio on the same plans (exp. 108: 0.793-0.815 on 5 shapes).
-TWO_FORMS_KB_US = {(256, 128): 2.9, (128, 192): 2.12, (128, 256): 2.65}
+FORM_KB_US = {(256, 128): 2.9, (128, 192): 2.12, (128, 256): 2.65}
 TWO_FORMS_P_WINDOW = 12
 THREE_FORMS_WINDOW = 8
 
@@ -1084,8 +1084,8 @@ def _form_group_k_blocks(shape, tile) -> int:
 
 
 def _form_group_cost(shape, tile) -> float:
-    """Modelled time of one group's tiles in a form (TWO_FORMS_KB_US per k-block)."""
-    return TWO_FORMS_KB_US[tuple(tile)] * _form_group_k_blocks(shape, tile)
+    """Modelled time of one group's tiles in a form (FORM_KB_US per k-block)."""
+    return FORM_KB_US[tuple(tile)] * _form_group_k_blocks(shape, tile)
 
 
 def form_groups(shapes, tiles) -> list[list[int]]:
@@ -1112,8 +1112,7 @@ def form_groups(shapes, tiles) -> list[list[int]]:
 
 def two_forms_groups(shapes) -> tuple[list[int], list[int]]:
     """(groups of the (256, 128) form, groups of the wide form) of exp. 99's two-form kernel."""
-    narrow, wide = form_groups(shapes, TWO_FORMS_TILES)
-    return narrow, wide
+    return tuple(form_groups(shapes, TWO_FORMS_TILES))
 
 
 def plan_cta_loads(plan: dict) -> list[float]:
@@ -1164,7 +1163,7 @@ def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
     wide form's first), each group padded to its form's A rows and each form's first row a
     multiple of them (a form TMA-loads whole blocks of its A rows).
     `given` (an int, or one per form but the last) is the CTAs offered to the first forms;
-    chosen here where None, to balance the forms' busiest CTAs under TWO_FORMS_KB_US: two
+    chosen here where None, to balance the forms' busiest CTAs under FORM_KB_US: two
     forms, every split within TWO_FORMS_P_WINDOW of the work-proportional one; three, every
     pair within THREE_FORMS_WINDOW.  A form's plan may use fewer CTAs than it is offered; the
     last form gets all the others.
@@ -1175,14 +1174,14 @@ def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
     if not all(parts):
         raise ValueError(f"the multi-form kernel needs groups of every form {tiles}")
     f_shapes = [[shapes[g] for g in gs] for gs in parts]
-    kb = [TWO_FORMS_KB_US[t] for t in tiles]
-    memo, busiest = {}, {}
+    kb = [FORM_KB_US[t] for t in tiles]
+    busiest = {}  # (form, CTAs) -> its plan's busiest CTA x FORM_KB_US (mixed_group_plan is memoized)
 
     def form_plan(f, c):
-        if (f, c) not in memo:
-            memo[(f, c)] = mixed_group_plan(f_shapes[f], c, tiles[f])
-            busiest[(f, c)] = kb[f] * max(plan_cta_loads(memo[(f, c)]))
-        return memo[(f, c)]
+        p = mixed_group_plan(f_shapes[f], c, tiles[f])
+        if (f, c) not in busiest:
+            busiest[(f, c)] = kb[f] * max(plan_cta_loads(p))
+        return p
 
     def plans(offered):  # (the last form gets every CTA the others' plans leave)
         ps = []
@@ -1193,7 +1192,7 @@ def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
             return None
         return ps + [form_plan(len(tiles) - 1, left)]
 
-    def makespan(offered):  # (each form's busiest CTA computed once per CTA count: the search is host time)
+    def makespan(offered):
         ps = plans(offered)
         if ps is None:
             return float("inf")
@@ -1654,14 +1653,14 @@ N192_PICKS = ((256, 128), (128, 256))
 def forms_model_us(shape, tiles) -> float:
     """Modelled busiest CTA of the grouped mixed-input kernel in one form (tiles of one tile)
     or several side by side: the largest of each form's busiest CTA (`plan_cta_loads`) times
-    its TWO_FORMS_KB_US."""
+    its FORM_KB_US."""
     if len(tiles) == 1:
         plan = mixed_group_plan(shape, SM_COUNT["sm_90a"], tiles[0])
-        return TWO_FORMS_KB_US[tuple(tiles[0])] * max(plan_cta_loads(plan))
+        return FORM_KB_US[tuple(tiles[0])] * max(plan_cta_loads(plan))
     plan = mixed_group_forms_plan(shape, SM_COUNT["sm_90a"], tiles)
     bounds = [0] + plan["splits"] + [plan["ctas"]]
     loads = plan_cta_loads(plan)
-    return max(TWO_FORMS_KB_US[tuple(t)] * max(loads[a:b]) for t, a, b in zip(tiles, bounds, bounds[1:]))
+    return max(FORM_KB_US[tuple(t)] * max(loads[a:b]) for t, a, b in zip(tiles, bounds, bounds[1:]))
 
 
 def _sm90_group_n192_forms(shape, pick: KernelConfig) -> KernelConfig | None:
