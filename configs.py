@@ -93,7 +93,8 @@ class KernelConfig:
         if self.skinny:
             return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}"
         if self.a_prepass:
-            form = {(128, 128): " narrow", (192, 128): " wg3", (128, 256): " wide"} if self.problem == "dual" else {}
+            form = {(128, 128): " narrow", (192, 128): " wg3", (128, 256): " wide", (128, 192): " wide192"} \
+                if self.problem == "dual" else {}
             mode = form.get(tuple(self.mma_tile_mn), "") + \
                 (" pairs" if self.cluster_mn == (2, 1) else " streamK" if self.split_k else "")
             if self.forms:
@@ -333,7 +334,8 @@ def _mixed_narrow_ok(cfg: KernelConfig) -> bool:
     tile; three-warpgroup (exp. 86): 96 columns; wide (exp. 91): two warpgroups, 64 columns
     of C x 256 A rows (m64 x n256 wgmmas)."""
     form = (tuple(cfg.mma_tile_mn), cfg.mma_warpgroups)
-    return (cfg.problem == "dual" and form in (((128, 128), 2), ((192, 128), 3), ((128, 256), 2)) and cfg.swap_ab
+    return (cfg.problem == "dual" and form in (((128, 128), 2), ((192, 128), 3), ((128, 256), 2), ((128, 192), 2))
+            and cfg.swap_ab
             and cfg.ab_stages >= 2
             and (cfg.cluster_mn == (1, 1) or (form in (((192, 128), 3), ((128, 256), 2)) and cfg.cluster_mn == (2, 1))))
 
@@ -739,6 +741,14 @@ def sm90_dual_mixed_wide(shape=None) -> KernelConfig:
     return cfg if shape is None else _with_stream_k(cfg, shape)
 
 
+def sm90_dual_mixed_wide192(shape=None) -> KernelConfig:
+    """The wide form with 192 A rows per tile (m64 x n192 wgmmas, exp. 108's grouped (128, 192)
+    form on the dual kernel), whole tiles or stream-K; no split-K pairs (a pair rank's 96 rows
+    of C are not whole 64-row store passes)."""
+    cfg = replace(sm90_dual_mixed_wide(), mma_tile_mn=(128, 192))
+    return cfg if shape is None else _with_stream_k(cfg, shape)
+
+
 def sm90_dual_mixed_wide_pairs() -> KernelConfig:
     """The wide form as split-K pairs (cluster (2, 1): one 256-row tile per 2-CTA cluster, each
     rank half the k-blocks, then 64 KB each way through distributed shared memory, each rank
@@ -837,7 +847,7 @@ MIXED_WG3_MARGIN = 0.96
 # 0.87 (128, 128) -- three warpgroups of one rep keep the tensor cores as busy as two of two.
 MIXED_MODEL_FIXED_US = 5.33
 MIXED_MODEL_PREPASS_US = 0.429e-6  # per element of A
-MIXED_MODEL_KB_US = {(256, 128): 2.878, (192, 128): 2.205, (128, 128): 1.731, (128, 256): 2.50}
+MIXED_MODEL_KB_US = {(256, 128): 2.878, (192, 128): 2.205, (128, 128): 1.731, (128, 256): 2.50, (128, 192): 2.0}
 
 
 # The wide form (exp. 91: tiles of 64 columns of C x 256 A rows, m64 x n256 wgmmas, half the B
@@ -1690,6 +1700,45 @@ def _sm90_group_mixed192_ok(shape, pick: KernelConfig) -> bool:
     return all(m192 < MIXED192_MARGIN * mixed_group_model_us(shape, t) for t in others)
 
 
+def _sm90_dual_pick(shape) -> KernelConfig:
+    """The sm_90a dual rule before exp. 111 for M > 64 (past the skinny and swap_ab rules)."""
+    mixed = _sm90_mixed_rule(shape)
+    if mixed is not None:
+        return mixed
+    stored = sm90_dual_tile_rule(shape)
+    if stored.cluster_mn == (1, 1) and not stored.split_k and _sm90_wide_over_stored(shape):
+        return sm90_dual_mixed_wide(shape)  # exp. 94
+    if stored.cluster_mn == (2, 1) and _sm90_wide_pairs_over_stored_pairs(shape, stored):
+        return sm90_dual_mixed_wide_pairs()  # exp. 106
+    return stored
+
+
+# Exp. 111: the dual mixed-input kernel's wide form with 192 A rows per tile (m64 x n192
+# wgmmas), whole tiles or stream-K by its own plan, (a) in place of the wide form (whole, stream-K
+# or split-K pairs) where 192-row tiles pad M less than 256-row ones (128 < M <= 192, ...), and (b)
+# in place of another mixed-input form that is no split-K pair where its modelled time
+# (`mixed_dual_model_us`) is MIXED_WIDE192_MARGIN under the pick's -- not over the narrow form's
+# whole tiles.  H100, 2026-11-25, one process, 3 rounds, all correct: fit, (a) 0.789-0.843 on 7
+# shapes (M 130-192, N 4096-14336, K 2048-7168; 2 of them against the wide pairs), (b)
+# 192x2048x7168 0.937 (narrow stream-K before; modelled 0.87), 384x4096x7168 0.947 (wg3;
+# 0.915); the three-warpgroup pairs of 160x3072x4096 kept (1.007).  Check, 19 grid shapes not
+# used to fit (2 per kind of change): 17 at 0.819-0.984, and the two over the narrow form's
+# whole tiles 1.014 / 1.028 (1152x768x4096, 576x1536x4096), which the rule then excluded.
+MIXED_WIDE192_MARGIN = 0.95
+
+
+def _sm90_dual_wide192(shape, pick: KernelConfig) -> KernelConfig | None:
+    m, n, _k, l = shape
+    if not pick.a_prepass or l != 1 or n % 64 or n < MIXED_MIN_N or m <= 128:
+        return None
+    w192 = sm90_dual_mixed_wide192(shape)
+    if tuple(pick.mma_tile_mn) == (128, 256):
+        return w192 if round_up(m, 192) < round_up(m, 256) else None
+    if pick.cluster_mn != (1, 1) or (tuple(pick.mma_tile_mn) == (128, 128) and not pick.split_k):
+        return None
+    return w192 if mixed_dual_model_us(w192, shape) < MIXED_WIDE192_MARGIN * mixed_dual_model_us(pick, shape) else None
+
+
 def default_config(problem: str, arch: str, shape) -> KernelConfig:
     if arch == "sm_100a":
         if problem == "dual":
@@ -1728,15 +1777,8 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
             if sw.mma_tile_mn[1] < 64 or \
                     k // K_BLOCK >= 4 * split_plan(dual_tiles(sw, shape), SM_COUNT[arch], k // K_BLOCK)[2]:
                 return sw
-        mixed = _sm90_mixed_rule(shape)
-        if mixed is not None:
-            return mixed
-        stored = sm90_dual_tile_rule(shape)
-        if stored.cluster_mn == (1, 1) and not stored.split_k and _sm90_wide_over_stored(shape):
-            return sm90_dual_mixed_wide(shape)  # exp. 94
-        if stored.cluster_mn == (2, 1) and _sm90_wide_pairs_over_stored_pairs(shape, stored):
-            return sm90_dual_mixed_wide_pairs()  # exp. 106
-        return stored
+        pick = _sm90_dual_pick(shape)
+        return _sm90_dual_wide192(shape, pick) or pick  # exp. 111
     # grouped: decode-sized M_g (MoE decode) on the mma.sync kernel (faster than the swap_ab
     # kernel on 12 of 13 shapes timed, a tie on M_g 1..16 N 7168 K 2048; notes/sm90.md
     # experiments 43, 45); otherwise rank the legal tiles

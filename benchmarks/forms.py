@@ -25,9 +25,10 @@ two (both forms side by side in one launch, exp. 99; two@P: split at CTA P, two@
 the plan's P + D, else the plan's), three (the (256, 128), (128, 192) and wide forms, exp. 108;
 three@P:Q: P and Q CTAs offered to the first two).
 Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its plan splits), narrow,
-wg3, wide (exp. 91) -- each with its own stream-K decision --, pairs, wg3pairs, widepairs
-(their split-K pairs), pre91 (the mixed-input pick of the rules before exp. 91) and pre106 (the
-pick without exp. 106's wide pairs over the stored-decode pairs);
+wg3, wide (exp. 91), wide192 (192 A rows, exp. 111) -- each with its own stream-K decision --, pairs, wg3pairs, widepairs
+(their split-K pairs), pre91 (the mixed-input pick of the rules before exp. 91), pre106 (the
+pick without exp. 106's wide pairs over the stored-decode pairs) and pre111 (without exp. 111's
+192-row wide form);
 FORM@nopad: a dual mixed form with an A16 workspace of exactly M rows, as before exp. 92 (a
 TMA box may then pass the tensor's end).
 """
@@ -73,6 +74,7 @@ FORMS = {
         "narrow": configs.sm90_dual_mixed_narrow,
         "wg3": configs.sm90_dual_mixed_wg3,
         "wide": configs.sm90_dual_mixed_wide,
+        "wide192": configs.sm90_dual_mixed_wide192,
         "widepairs": lambda shape: configs.sm90_dual_mixed_wide_pairs(),
         "pairs": lambda shape: configs.sm90_dual_mixed_pairs(),
         "wg3pairs": lambda shape: configs.sm90_dual_mixed_wg3_pairs(),
@@ -80,6 +82,7 @@ FORMS = {
         # the mixed-input pick of the rules before exp. 91 (where they pick one)
         "pre91": configs._sm90_mixed_rule_wg3,
         "pre106": lambda shape: _pick_without(shape, "_sm90_wide_pairs_over_stored_pairs", problem="dual"),
+        "pre111": lambda shape: _pick_without(shape, "_sm90_dual_wide192", problem="dual"),
     },
 }
 

@@ -213,6 +213,18 @@ def test_rule_exp108_n192_forms():
         _run_group_pick(shape, want, 108 + i)
 
 
+def test_rule_exp111_dual_wide192():
+    """Exp. 111's rule through custom_kernel: the dual wide form with 192 A rows in place of the
+    wide form's split-K pairs (160x4096x7168, stream-K by its own plan) and of its whole tiles
+    (130x8192x4096), and by the model in place of the three-warpgroup form (384x4096x7168);
+    poisoned scale padding, two calls each."""
+    _skip_sm100()
+    for i, shape in enumerate(((160, 4096, 7168, 1), (130, 8192, 4096, 1), (384, 4096, 7168, 1))):
+        cfg = configs.select_config("dual", "sm_90a", shape)
+        assert tuple(cfg.mma_tile_mn) == (128, 192) and cfg.a_prepass, (shape, cfg.short())
+        _run(R.generate_input(*shape, 111 + i, device="cuda", poison_padding=True), "dual")
+
+
 def test_rule_grouped_two_forms_and_mixed256():
     """The rule's two-form kernel (exp. 99: groups of both forms, >= 0.6 of the MACs wide) and
     its (256, 128) mixed form alone (exp. 100) through custom_kernel: ragged M_g and K_g,
@@ -629,6 +641,34 @@ def test_dual_mixed_wide_stream_k(shape, ctas, dp):
     from dataclasses import replace
 
     _run_stream_k_plan(replace(configs.sm90_dual_mixed_wide(), split_k=True), shape, ctas, dp, 59)
+
+
+@_sm90_only
+@pytest.mark.parametrize("shape", [
+    (1, 128, 256, 1),  # one A row (191 zero-filled A16 rows), 2 tiles: the two halves of one scale atom
+    (100, 320, 512, 1),  # 5 tiles over N (the last one the first half of the third scale atom)
+    (300, 1024, 768, 1),  # ragged last row of tiles (108 real rows), 3 k-blocks
+    (192, 7168, 4096, 1),  # 112 tiles, one per CTA
+    (1100, 2048, 512, 1),  # 192 tiles: CTAs run 1-2 tiles (persistent, 6-stage A16 ring carried)
+], ids=str)
+def test_dual_mixed_wide192(shape):
+    """The wide form with 192 A rows per tile (exp. 111: m64 x n192 wgmmas; 6 A16 stages of
+    24 KB waited for two at a time).  Poisoned C and scale padding, twice."""
+    _run_dual_twice(configs.sm90_dual_mixed_wide192(), shape, 53)
+
+
+@_sm90_only
+@pytest.mark.parametrize("shape,ctas,dp", [
+    ((192, 4096, 7168, 1), 132, 0),  # 64 tiles x 28 k-blocks over 132 CTAs: 2-3 segments each
+    ((300, 1024, 768, 1), 20, 0),  # 32 tiles x 3 k-blocks, ragged last row of tiles
+    ((1100, 2048, 512, 1), 24, 168),  # 7 waves of whole tiles, then 24 tiles x 2 k-blocks over 24 CTAs
+], ids=str)
+def test_dual_mixed_wide192_stream_k(shape, ctas, dp):
+    """The 192-row wide form stream-K scheduled: a finisher stages each 96 KB partial in the
+    144 KB A16 ring."""
+    from dataclasses import replace
+
+    _run_stream_k_plan(replace(configs.sm90_dual_mixed_wide192(), split_k=True), shape, ctas, dp, 67)
 
 
 @_sm90_only

@@ -119,10 +119,33 @@ def test_stream_k_plan_narrow_by_makespan():
     assert configs.stream_k_plan(300, 7, 132, True) == (132, 300)  # 2+ waves: whole tiles
 
 
-def test_dual_rule_narrow_form():
-    """Where the dual rule picks the narrow mixed form (exp. 85): narrow tiles filling
+def test_dual_rule_wide192():
+    """Exp. 111's rule: the dual wide form with 192 A rows in place of the wide form where it
+    pads M less (alone, stream-K or pairs before), and by the model in place of the other mixed
+    forms that are no split-K pair nor the narrow form's whole tiles (the measured shapes:
+    0.79-0.98 of the pick before); the leaderboard shapes keep theirs."""
+    pick = lambda *s: configs.select_config("dual", "sm_90a", s + (1,))  # noqa: E731
+    for shape in ((192, 4096, 7168), (160, 4096, 7168), (176, 4096, 7168),  # wide pairs before
+                  (192, 7168, 4096), (130, 8192, 4096), (144, 7168, 2048),  # wide
+                  (176, 5120, 7168), (192, 14336, 4096),  # wide stream-K
+                  (192, 2048, 7168), (300, 1536, 7168), (1536, 512, 7168),  # narrow stream-K
+                  (384, 4096, 7168), (576, 14336, 512),  # wg3
+                  (576, 3072, 4096), (576, 4096, 2048), (320, 7168, 7168)):  # (256, 128), stream-K or not
+        cfg = pick(*shape)
+        assert cfg.a_prepass and tuple(cfg.mma_tile_mn) == (128, 192) and cfg.cluster_mn == (1, 1), (shape, cfg)
+    for shape in ((160, 3072, 4096),  # wg3 pairs (measured 1.007)
+                  (1152, 768, 4096), (576, 1536, 4096),  # the narrow form's whole tiles (1.014, 1.028)
+                  (256, 4096, 7168), (512, 4096, 7168), (256, 3072, 4096), (512, 3072, 7168),  # leaderboard
+                  (256, 7168, 4096),  # 256-row tiles pad no more
+                  (100, 4096, 7168)):  # M <= 128
+        assert tuple(pick(*shape).mma_tile_mn) != (128, 192), shape
+
+
+def test_dual_rule_narrow_form(monkeypatch):
+    """Where the dual rule (without exp. 111, which may follow it) picks the narrow mixed form (exp. 85): narrow tiles filling
     [0.48, 0.95) of the 132 SMs, not both N <= 1024 and K <= 2048, or [0.24, 0.48) with
     K >= 4096; stream-K as planned."""
+    monkeypatch.setattr(configs, "_sm90_dual_wide192", lambda *_args: None)
     pick = lambda *s: configs.select_config("dual", "sm_90a", s + (1,))  # noqa: E731
     for shape, split in (((256, 2048, 7168), True), ((256, 2048, 4096), True), ((300, 2048, 2048), False),
                          ((1536, 512, 7168), True), ((256, 2048, 1024), False),
@@ -137,11 +160,12 @@ def test_dual_rule_narrow_form():
         assert pick(*shape).mma_tile_mn != (128, 128) or not pick(*shape).a_prepass, shape
 
 
-def test_dual_rule_wg3_form():
-    """Where the dual rule picks the three-warpgroup mixed form (exp. 86): the cost model puts
+def test_dual_rule_wg3_form(monkeypatch):
+    """Where the dual rule (without exp. 111, which may follow it) picks the three-warpgroup mixed form (exp. 86): the cost model puts
     it 4% under the form the earlier rules pick (any N % 64 == 0 since exp. 88), or those pick
     no mixed form, N % 192 == 0 and its tiles fill half a wave; not for short N and K, nor
     instead of the split-K pairs.  As split-K pairs itself where two CTAs per tile fill [0.7, 1] of the SMs (exp. 87)."""
+    monkeypatch.setattr(configs, "_sm90_dual_wide192", lambda *_args: None)
     pick = lambda *s: configs.select_config("dual", "sm_90a", s + (1,))  # noqa: E731
     wg3 = lambda c: c.a_prepass and c.mma_tile_mn == (192, 128) and c.mma_warpgroups == 3  # noqa: E731
     kind = lambda c: "pairs" if c.cluster_mn == (2, 1) else "stream-K" if c.split_k else "whole"  # noqa: E731
@@ -170,14 +194,15 @@ def test_dual_rule_wg3_form():
         configs.sm90_dual_mixed(s), s)
 
 
-def test_dual_rule_wide_form():
-    """Where the dual rule picks the wide mixed form (exp. 91: 64 columns of C x 256 A rows):
+def test_dual_rule_wide_form(monkeypatch):
+    """Where the dual rule (without exp. 111, which may follow it) picks the wide mixed form (exp. 91: 64 columns of C x 256 A rows):
     in place of the (256, 128) form where the cost model puts it 5% under (whole tiles or
     stream-K), and of the (256, 128) split-K pairs where both have as many tiles; never in
     place of the narrow or three-warpgroup forms or their pairs (H100: wide lost 5-19% there);
     over the stored-decode kernel's whole tiles where it pads no more A rows and fills half a
     wave (exp. 94); its split-K pairs over the stored-decode kernel's cluster split-K pairs on as
     many tiles with N and K >= 1024 (exp. 106), where the wide form's whole tiles or stream-K lost."""
+    monkeypatch.setattr(configs, "_sm90_dual_wide192", lambda *_args: None)
     pick = lambda *s: configs.select_config("dual", "sm_90a", s + (1,))  # noqa: E731
     wide = lambda c: c.a_prepass and c.mma_tile_mn == (128, 256) and c.mma_warpgroups == 2  # noqa: E731
     kind = lambda c: "pairs" if c.cluster_mn == (2, 1) else "stream-K" if c.split_k else "whole"  # noqa: E731

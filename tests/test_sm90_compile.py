@@ -75,6 +75,9 @@ def _cases():
     seen.setdefault(("group", configs.sm90_group_mixed_two_forms()), configs.GROUP_BENCHMARKS[1])
     # the grouped mixed-input kernel's three-warpgroup form (exp. 107: 192 B_g rows x 128 A rows)
     seen.setdefault(("group", configs.sm90_group_mixed(tile=(192, 128))), configs.GROUP_BENCHMARKS[2])
+    # exp. 111: the dual wide form with 192 A rows, whole tiles and stream-K
+    for cfg in (configs.sm90_dual_mixed_wide192(), replace(configs.sm90_dual_mixed_wide192(), split_k=True)):
+        seen.setdefault(("dual", cfg), (192, 4096, 7168, 1))
     # exp. 108: 192-row A tiles (m64 x n192 wgmmas) alone and beside each other form
     seen.setdefault(("group", configs.sm90_group_mixed(tile=(128, 192))), ((176, 4096, 7168),) * 8)
     seen.setdefault(("group", configs.sm90_group_mixed_three_forms()), configs.GROUP_BENCHMARKS[1])

@@ -70,7 +70,11 @@ launch); it loses where its 128 x 128 C tiles fill under 90% of a wave (configs.
   decodes half as many B rows per MAC: H100, 512x4096x7168 0.898x of the (256, 128) form (87.1
   -> 78.2 us; k-block 2.50 us against 2.88).  A16 sub-blocks are 32 KB, so the ring holds 5
   (`configs.mixed_a16_stages`), waited for two at a time (`Sm90MixedCommon.mainloop_mixed`).
-  Also as split-K pairs (each rank stores its 128 rows of C).
+  Also as split-K pairs (each rank stores its 128 rows of C).  With 192 A rows per tile
+  (config tile (128, 192), exp. 111: m64 x n192 wgmmas, 6 A16 stages of 24 KB; whole tiles or
+  stream-K, no pairs: a rank's 96 rows of C are not whole 64-row store passes) it runs M of
+  129-192 rows in 0.79-0.85 of the wide form's time (H100, 9 shapes) and, by the model, other
+  shapes whose A rows 192-row tiles pad less (0.90-0.98 on 12).
 
 Constraints (can_implement): configs.check_shape (N % 64, K % 256), N a multiple of the
 tile's columns of C (128; narrow and wide 64; the three-warpgroup form's last tile may hold
