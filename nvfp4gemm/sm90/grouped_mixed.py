@@ -58,8 +58,8 @@ form's time on the same plans (5 shapes, exp. 108).  Both 256 x 128 and 128 x 25
 MACs run wide (g8 N7168 K2048 84.3 -> 79.0 us), and the 256 x 128 form alone by rule on more
 shapes (exp. 100, 0.89-0.95).  The wave plan (exp. 102): 0.66-1.007 of the stream-K plan on 14
 (shape, form) pairs; both leaderboard 8-group cases now run the two-form kernel (126.0 / 76.9
-us in bench.py); with the 128 x 192 form beside them or in place of one (exp. 108): 0.821-0.952
-on 13 of 14 check shapes, one tie, g8 N7168 K2048 0.975.  Where each is selected: configs.CONFIG_MAP
+us in bench.py); with the 128 x 192 form beside them or in place of one (exp. 108): 0.795-0.983
+on 22 of 26 check shapes, 3 within 1.6%, one 1.013; g8 N7168 K2048 0.975.  Where each is selected: configs.CONFIG_MAP
 pins, `_sm90_group_mixed_rule`, `_sm90_group_wide_ok`, `_sm90_group_two_forms_ok`, `_sm90_group_n192_forms`,
 `_sm90_group_mixed256_ok`, `_sm90_group_mixed192_ok` and the MIXED64 rule in configs.default_config.
 
@@ -395,11 +395,12 @@ class Sm90GroupedMixedFormsKernel:
     streams; one launch saves the second pre-pass and launch.  Constraints: those of each
     form for its groups, and groups for every form."""
 
-    MAX_FORMS = 3
+    MAX_FORMS = 3  # the kernel's form slots
 
     def __init__(self, config: KernelConfig):
         self.config = config
         self.parts = [Sm90GroupedMixedKernel(part) for part in configs.form_parts(config)]
+        assert 2 <= len(self.parts) <= self.MAX_FORMS, f"{len(self.parts)} forms: the kernel has 2 or 3 slots"
 
     @staticmethod
     def check_config(config: KernelConfig) -> None:
