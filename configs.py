@@ -1674,8 +1674,8 @@ def forms_model_us(shape, tiles) -> float:
 
 
 def _sm90_group_n192_forms(shape, pick: KernelConfig) -> KernelConfig | None:
-    if not pick.a_prepass or pick.cluster_mn != (1, 1) or \
-            not set(pick.forms or (tuple(pick.mma_tile_mn),)) <= set(N192_PICKS):
+    pick_tiles = pick.forms or (tuple(pick.mma_tile_mn),)
+    if not pick.a_prepass or pick.cluster_mn != (1, 1) or not set(pick_tiles) <= set(N192_PICKS):
         return None
     parts = form_groups(shape, MULTI_FORM_TILES)
     used = tuple(t for t, gs in zip(MULTI_FORM_TILES, parts) if gs)
@@ -1684,7 +1684,7 @@ def _sm90_group_n192_forms(shape, pick: KernelConfig) -> KernelConfig | None:
     cfg = sm90_group_mixed(tile=used[0]) if len(used) == 1 else sm90_group_mixed_forms(used)
     if not fits(cfg, shape):
         return None
-    if forms_model_us(shape, used) >= forms_model_us(shape, pick.forms or (tuple(pick.mma_tile_mn),)):
+    if forms_model_us(shape, used) >= forms_model_us(shape, pick_tiles):
         return None
     return cfg
 
