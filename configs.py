@@ -16,6 +16,7 @@ Shapes: dual problems are keyed by (m, n, k, l); grouped problems by a tuple of 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass, replace
 
@@ -198,10 +199,10 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
 
 def mixed_a16_stages(cfg: KernelConfig) -> int:
     """fp16 A sub-block stages of a mixed-input config: 8 (two k-blocks, each waited for
-    whole), 5 in the wide form (tile N 256) and 6 with tile N 192 (both waited for two
-    sub-blocks at a time)."""
+    whole) up to tile N 128, 6 up to 192 (24 KB a sub-block) and 5 beyond (the wide form's
+    256: 32 KB), the last two waited for two sub-blocks at a time."""
     tn = cfg.mma_tile_mn[1]
-    return SM90_A16_STAGES if tn <= 128 else SM90_A16_STAGES_192 if tn == 192 else SM90_A16_STAGES_WIDE
+    return SM90_A16_STAGES if tn <= 128 else SM90_A16_STAGES_192 if tn <= 192 else SM90_A16_STAGES_WIDE
 
 
 def mixed_ragged_n(cfg: KernelConfig) -> bool:
@@ -283,20 +284,18 @@ def check_config(cfg: KernelConfig) -> list[str]:
         if cfg.swap_ab or cfg.split_k or cfg.cluster_mn != (1, 1):
             errs.append("skinny takes no swap_ab, split_k or cluster")
     else:
-        if cfg.a_prepass and cfg.problem == "group" and cfg not in (sm90_group_mixed(), sm90_group_mixed(True),
-                                                                     sm90_group_mixed(tile=(128, 128)),
-                                                                     sm90_group_mixed(tile=(256, 64)),
-                                                                     sm90_group_mixed(tile=(128, 256)),
-                                                                     sm90_group_mixed(tile=(128, 192)),
-                                                                     sm90_group_mixed(tile=(192, 128))) \
+        if cfg.a_prepass and cfg.problem == "group" and cfg != sm90_group_mixed(True) \
+                and not (tuple(cfg.mma_tile_mn) in GROUP_MIXED_TILES and cfg == sm90_group_mixed(tile=cfg.mma_tile_mn)) \
                 and not (cfg.forms and cfg == sm90_group_mixed_forms(cfg.forms)):
             errs.append("a_prepass (mixed-input grouped kernel) needs tile (256, 128), swap_ab, ab_stages 2, "
-                        "split_k, cluster (1, 1) (stream-K segments) or (2, 1) (split-K pairs); or tile (128, 128), "
-                        "(256, 64), (128, 256), (128, 192) or (192, 128) (three consumer warpgroups), stream-K; or "
-                        f"several forms side by side (forms: 2 or 3 of {MULTI_FORM_TILES} in that order)")
-        if cfg.forms and not (2 <= len(cfg.forms) <= 3 and list(cfg.forms) == [t for t in MULTI_FORM_TILES
-                                                                                if t in cfg.forms]):
-            errs.append(f"forms {cfg.forms}: 2 or 3 distinct tiles of {MULTI_FORM_TILES}, in that order")
+                        "split_k, cluster (1, 1) (stream-K segments) or (2, 1) (split-K pairs); or another tile of "
+                        "GROUP_MIXED_TILES (256 B rows x 64-128 A rows, 128 x 128-256, 192 x 128 on three consumer "
+                        "warpgroups), stream-K; or "
+                        f"several forms side by side (forms: 2 to {MAX_FORMS} tiles of FORM_TILES in their order)")
+        if cfg.forms and not (2 <= len(cfg.forms) <= MAX_FORMS and all(t in FORM_TILES for t in cfg.forms)
+                              and list(cfg.forms) == sorted(set(cfg.forms), key=form_order)):
+            errs.append(f"forms {cfg.forms}: 2 to {MAX_FORMS} distinct tiles of FORM_TILES (two consumer "
+                        "warpgroups), 256-row tiles first, each kind by ascending A rows")
         if cfg.a_prepass and cfg.problem == "dual" and (
                 (tm, tn) != (256, 128) or not cfg.swap_ab or cfg.ab_stages != 2
                 or cfg.cluster_mn not in ((1, 1), (2, 1))) and not _mixed_narrow_ok(cfg):
@@ -956,6 +955,15 @@ def _sm90_mixed_rule_128(shape) -> KernelConfig | None:
     return None
 
 
+# Tiles of the grouped mixed-input kernel (B_g rows, A_g rows): 256 rows of B_g (two m64 reps
+# per consumer warpgroup) x 64-128 A rows, 128 x 128-256 (one rep), 192 x 128 (three consumer
+# warpgroups).  The A widths between the powers of two (m64 x n80 ... n240 wgmmas, exp. 112) pad
+# a group's M_g to a multiple of 16 rather than of 64 or 128; their C staging runs 8-32 row
+# passes (`Sm90Common.store_c_t_staged`).
+GROUP_MIXED_TILES = frozenset([(256, n) for n in range(64, 129, 16)] + [(128, n) for n in range(128, 257, 16)]
+                              + [(192, 128)])
+
+
 def sm90_group_mixed(pairs: bool = False, tile=(256, 128)) -> KernelConfig:
     """sm_90a grouped GEMM in the mixed-input form (nvfp4gemm/sm90/grouped_mixed.py, exps. 69
     and 78): every group's A decoded once to fp16 by a pre-pass, B_g decoded into wgmma
@@ -967,7 +975,8 @@ def sm90_group_mixed(pairs: bool = False, tile=(256, 128)) -> KernelConfig:
     or with `pairs` (256-row tiles only) one tile per 2-CTA cluster, each rank half its
     k-blocks (cluster (2, 1), exp. 79)."""
     return KernelConfig("group", "sm_90a", tuple(tile), mma_warpgroups=3 if tile[0] == 192 else 2,
-                        epi_tile_mn=(64, 32) if tile[0] == 192 else (128, 32), rs_a=True, swap_ab=True,
+                        epi_tile_mn=(64, 32) if tile[0] == 192 else (128, 32 if tile[1] % 32 == 0 else 16),
+                        rs_a=True, swap_ab=True,
                         a_prepass=True, ab_stages=2, split_k=True, cluster_mn=(2, 1) if pairs else (1, 1))
 
 
@@ -1070,10 +1079,20 @@ def form_parts(cfg: KernelConfig) -> tuple[KernelConfig, ...]:
     return tuple(sm90_group_mixed(tile=t) for t in cfg.forms)
 
 
-# The forms a multi-form kernel may hold, in CTA order: the (256, 128) form, (128, 192) (exp.
-# 108) and the wide (128, 256) form.
+# The forms of exps. 99 and 108, in CTA order: the (256, 128) form, (128, 192) (exp. 108) and
+# the wide (128, 256) form.
 TWO_FORMS_TILES = ((256, 128), (128, 256))
 MULTI_FORM_TILES = ((256, 128), (128, 192), (128, 256))
+# The tiles a multi-form kernel may hold (two consumer warpgroups: not the 192-row form, which
+# launches 512 threads) and at most how many (`Sm90GroupedMixedFormsKernel`'s slots).  Forms
+# run in CTA order `form_order`: 256-row tiles first, then 128-row ones, each by A rows.
+FORM_TILES = tuple(sorted((t for t in GROUP_MIXED_TILES if t[0] != 192), key=lambda t: (-t[0], t[1])))
+MAX_FORMS = 8
+
+
+def form_order(tile) -> tuple:
+    """Sort key of a multi-form config's tiles (their CTA order)."""
+    return (-tile[0], tile[1])
 
 # Weights of a k-block of each form in the split points' balance: the splits minimize the
 # largest of the forms' busiest CTAs (k-blocks + stream-K charges, `plan_cta_loads`) times
@@ -1082,7 +1101,14 @@ MULTI_FORM_TILES = ((256, 128), (128, 192), (128, 256))
 # CTAs of it on all 8, on it for few (a least-squares fit of the same model was too flat to
 # place P); the window is searched around the work-proportional split.  (128, 192): 0.80 of
 # the wide form's, its time ratio on the same plans (exp. 108: 0.793-0.815 on 5 shapes).
-FORM_KB_US = {(256, 128): 2.9, (128, 192): 2.12, (128, 256): 2.65}
+# The A widths between (exp. 112): each form's time relative to (256, 128) / (128, 192) / (128,
+# 256) on the same plans (g8 M_g = the width, N4096 K7168, H100): (256, 64) 0.824, (256, 80)
+# 0.853, (256, 96) 0.905, (256, 112) 0.936; (128, 144) 0.900, (128, 160) 0.931, (128, 176) 0.954
+# of (128, 192); (128, 240) 0.959 of (128, 256); (128, 208) and (128, 224) interpolated; (128, 128)
+# MIXED_MODEL_KB_US's.
+FORM_KB_US = {(256, 64): 2.39, (256, 80): 2.47, (256, 96): 2.62, (256, 112): 2.71, (256, 128): 2.9,
+              (128, 128): 1.73, (128, 144): 1.91, (128, 160): 1.97, (128, 176): 2.02, (128, 192): 2.12, (128, 208): 2.26,
+              (128, 224): 2.40, (128, 240): 2.54, (128, 256): 2.65}
 TWO_FORMS_P_WINDOW = 12
 THREE_FORMS_WINDOW = 8
 
@@ -1174,8 +1200,9 @@ def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
     multiple of them (a form TMA-loads whole blocks of its A rows).
     `given` (an int, or one per form but the last) is the CTAs offered to the first forms;
     chosen here where None, to balance the forms' busiest CTAs under FORM_KB_US: two
-    forms, every split within TWO_FORMS_P_WINDOW of the work-proportional one; three, every
-    pair within THREE_FORMS_WINDOW.  A form's plan may use fewer CTAs than it is offered; the
+    forms of MULTI_FORM_TILES, every split within TWO_FORMS_P_WINDOW of the work-proportional
+    one; three, every pair within THREE_FORMS_WINDOW; other forms (exp. 112) by
+    `_water_fill_ctas`.  A form's plan may use fewer CTAs than it is offered; the
     last form gets all the others.
     Returns mixed_group_plan's dict plus splits (the first CTA of each form but the first)
     and narrow_ctas (the first of them)."""
@@ -1209,8 +1236,10 @@ def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
         counts = list(offered) + [sms - sum(p["ctas"] for p in ps[:-1])]
         return max(busiest[(f, c)] for f, c in enumerate(counts))
 
+    work = [w * sum(_form_group_k_blocks(sh, t) for sh in fs) for w, t, fs in zip(kb, tiles, f_shapes)]
+    if given is None and (len(tiles) > 3 or not set(tiles) <= set(MULTI_FORM_TILES)):
+        given = _water_fill_ctas(len(tiles), sms, work, lambda f, c: (form_plan(f, c), busiest[(f, c)])[1])[:-1]
     if given is None:
-        work = [w * sum(_form_group_k_blocks(sh, t) for sh in fs) for w, t, fs in zip(kb, tiles, f_shapes)]
         p0 = [round(sms * w / sum(work)) for w in work[:-1]]
         win = TWO_FORMS_P_WINDOW if len(tiles) == 2 else THREE_FORMS_WINDOW
         ranges = [range(max(1, p - win), min(sms - 1, p + win) + 1) for p in p0]
@@ -1239,6 +1268,36 @@ def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
         segs += [(parts[f][g], *rest) for g, *rest in p["segs"]]
     return {"segs": segs, "seg_offs": offs, "row0": row0, "a16_rows": base, "ctas": len(offs) - 1,
             "splits": splits, "narrow_ctas": splits[0]}
+
+
+def _water_fill_ctas(forms: int, sms: int, work, busiest) -> list[int]:
+    """CTAs per form (summing to sms) that minimize the largest `busiest(f, c)` (form f's
+    modelled busiest CTA on c CTAs, non-increasing in c up to plan quirks): the
+    work-proportional counts rounded down, then each CTA left to the form that is then busiest,
+    then single CTAs moved from one form to the busiest while that lowers the largest."""
+    c = [max(1, int(sms * w / sum(work))) for w in work]
+    while sum(c) > sms:
+        f = min((f for f in range(forms) if c[f] > 1), key=lambda f: busiest(f, c[f] - 1))
+        c[f] -= 1
+    while sum(c) < sms:
+        f = max(range(forms), key=lambda f: busiest(f, c[f]))
+        c[f] += 1
+    for _ in range(4 * forms):
+        top = max(range(forms), key=lambda f: busiest(f, c[f]))
+        now = busiest(top, c[top])
+        best = None
+        for g in range(forms):
+            if g == top or c[g] == 1:
+                continue
+            after = max([busiest(top, c[top] + 1), busiest(g, c[g] - 1)]
+                        + [busiest(h, c[h]) for h in range(forms) if h not in (top, g)])
+            if after < now and (best is None or after < best[0]):
+                best = (after, g)
+        if best is None:
+            break
+        c[top] += 1
+        c[best[1]] -= 1
+    return c
 
 
 def mixed_group_two_forms_plan(shapes, sms: int, narrow_ctas: int | None = None) -> dict:
@@ -1689,6 +1748,59 @@ def _sm90_group_n192_forms(shape, pick: KernelConfig) -> KernelConfig | None:
     return cfg
 
 
+def width_forms(shape) -> tuple:
+    """Exp. 112: up to WIDTH_FORMS tiles of FORM_TILES that pad the groups least: the set with the
+    lowest total `_form_group_cost` of every group in its cheapest tile of the set (N_g whole
+    tiles of its B rows), fewer forms on ties, in `form_order`; () where some group fits none.
+    (Each group's own cheapest tile rounds M_g up to a multiple of 16; measured, more forms than
+    three cost more than their padding saves: g8 N7168 K2048 with five forms 1.023 of the
+    three-form pick before, with the best three 0.945.)"""
+    best = []
+    for m, n, k in shape:
+        fit = [t for t in FORM_TILES if n % t[0] == 0]
+        if not fit:
+            return ()
+        best.append(min(fit, key=lambda t: (_form_group_cost((m, n, k), t), form_order(t))))
+    cands = sorted(set(best), key=form_order)
+
+    def total(tiles):
+        costs = [min((_form_group_cost(sh, t) for t in tiles if sh[1] % t[0] == 0), default=None) for sh in shape]
+        return None if None in costs else sum(costs)
+
+    pick = None
+    for size in range(1, min(WIDTH_FORMS, len(cands)) + 1):
+        for tiles in itertools.combinations(cands, size):
+            c = total(tiles)
+            if c is not None and (pick is None or c < pick[0] * (1 - 1e-9)):
+                pick = (c, tiles)
+    return pick[1] if pick else ()
+
+
+WIDTH_FORMS = 3
+
+
+# Exp. 112: the grouped mixed-input kernel in the forms `width_forms` gives (A tiles 64-256 rows
+# in steps of 16, up to MAX_FORMS forms side by side) in place of a mixed-input pick of the
+# other rules, where the forms' modelled busiest CTA (`forms_model_us`) is WIDTHS_MARGIN under
+# the pick's.
+WIDTHS_MARGIN = 0.97
+
+
+def _sm90_group_widths(shape, pick: KernelConfig) -> KernelConfig | None:
+    pick_tiles = pick.forms or (tuple(pick.mma_tile_mn),)
+    if not pick.a_prepass or pick.cluster_mn != (1, 1) or not set(pick_tiles) <= set(FORM_KB_US):
+        return None
+    tiles = width_forms(shape)
+    if not tiles or tiles == tuple(pick_tiles):
+        return None
+    cfg = sm90_group_mixed(tile=tiles[0]) if len(tiles) == 1 else sm90_group_mixed_forms(tiles)
+    if not fits(cfg, shape) or not all(form_groups(shape, tiles)):
+        return None
+    if forms_model_us(shape, tiles) >= WIDTHS_MARGIN * forms_model_us(shape, pick_tiles):
+        return None
+    return cfg
+
+
 def _sm90_group_mixed192_ok(shape, pick: KernelConfig) -> bool:
     if pick.forms or pick.cluster_mn == (2, 1) or (pick.a_prepass and pick.mma_tile_mn[1] == 64):
         return False
@@ -1790,7 +1902,8 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         pick = _sm90_group_pick(problem, shape, best)
         if _sm90_group_mixed192_ok(shape, pick):
             return sm90_group_mixed(tile=(192, 128))  # exp. 107
-        return _sm90_group_n192_forms(shape, pick) or pick  # exp. 108
+        pick = _sm90_group_n192_forms(shape, pick) or pick  # exp. 108
+        return _sm90_group_widths(shape, pick) or pick  # exp. 112
     cfg = KernelConfig(problem, arch, (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
                        split_k=True)
     return _sm90_fill(cfg, cap=4)
@@ -1909,8 +2022,10 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
     # 128 A rows, stream-K over 132 SMs; exp. 80).  H100, 2026-11-25, explicit configs, one
     # process, 3 rounds: 37.8-37.9 vs 38.6-38.7 us for the 128x128 stored-decode kernel
     # (0.981); ab_compare through custom_kernel (3 rounds x 30): 39.0-39.1 -> 38.2-38.4 us
-    # (0.982).  Not a rule: three more shapes only (notes/sm90.md exp. 80).
-    ("sm_90a", "group", GROUP_BENCHMARKS[2]): sm90_group_mixed(tile=(128, 128)),
+    # (0.982).  Not a rule: three more shapes only (notes/sm90.md exp. 80).  Now exp. 112's A
+    # widths (`width_forms`): M 320 as two 160-row tiles beside the 192-row one, 0.915 / 0.923 of
+    # the 128 x 128 pin in two runs (H100, 2026-11-26; their model ties, so no rule picks them).
+    ("sm_90a", "group", GROUP_BENCHMARKS[2]): sm90_group_mixed_forms(width_forms(GROUP_BENCHMARKS[2])),
 }
 
 

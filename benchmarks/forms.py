@@ -21,9 +21,12 @@ wide tiles / exp. 99's two-form kernel / exp. 100's (256, 128) rule), pre29 (wit
 session 29's rules), pre102 (without exp. 102's rule changes; the schedule stays the wave plan),
 pre106 (without the wide form's rule, exp. 93, i.e. what exp. 106's bound falls back to),
 pre107 (without exp. 107's three-warpgroup rule), pre108 (without exp. 108's (128, 192) forms rule),
+pre112 (without exp. 112's A widths rule), widths (exp. 112's forms, `configs.width_forms`, rule or not),
 two (both forms side by side in one launch, exp. 99; two@P: split at CTA P, two@+D / two@-D: at
 the plan's P + D, else the plan's), three (the (256, 128), (128, 192) and wide forms, exp. 108;
-three@P:Q: P and Q CTAs offered to the first two).
+three@P:Q: P and Q CTAs offered to the first two), tTMxTN (the single-form kernel with any tile of
+configs.GROUP_MIXED_TILES, e.g. t256x80: m64 x n80 wgmmas, exp. 112), fTMxTN+TMxTN+... (the multi-form
+kernel with those tiles, in configs.form_order; fTILES@P:Q:..: the CTAs offered to all forms but the last).
 Dual: rule, mixed (the (256, 128) mixed-input form, stream-K where its plan splits), narrow,
 wg3, wide (exp. 91), wide192 (192 A rows, exp. 111) -- each with its own stream-K decision --, pairs, wg3pairs, widepairs
 (their split-K pairs), pre91 (the mixed-input pick of the rules before exp. 91), pre106 (the
@@ -66,6 +69,8 @@ FORMS = {
         "pre106": lambda shape: _pick_without(shape, "_sm90_group_wide_ok"),
         "pre107": lambda shape: _pick_without(shape, "_sm90_group_mixed192_ok"),
         "pre108": lambda shape: _pick_without(shape, "_sm90_group_n192_forms"),
+        "pre112": lambda shape: _pick_without(shape, "_sm90_group_widths"),
+        "widths": lambda shape: _widths(shape),
         "two": lambda shape: configs.sm90_group_mixed_two_forms(),
         "three": lambda shape: configs.sm90_group_mixed_three_forms(),
     },
@@ -88,15 +93,27 @@ FORMS = {
 
 
 def _pick_without(shape, *rules: str, problem: str = "group"):
-    """The rule's pick with the named `configs` rule predicates switched off."""
+    """The rule's pick with the named `configs` rule predicates switched off (a CONFIG_MAP pin
+    that is not the rule's pick stays: the leaderboard shapes' entries were made at import)."""
+    mapped = configs.select_config(problem, "sm_90a", shape)
+    if mapped != configs.default_config(problem, "sm_90a", configs.shape_key(problem, shape)):
+        return mapped
     keep = {name: getattr(configs, name) for name in rules}
     for name in rules:
         setattr(configs, name, lambda *_args: False)
     try:
-        return configs.select_config(problem, "sm_90a", shape)
+        return configs.default_config(problem, "sm_90a", configs.shape_key(problem, shape))
     finally:
         for name, fn in keep.items():
             setattr(configs, name, fn)
+
+
+def _widths(shape):
+    """Exp. 112's forms (`configs.width_forms`) whatever the rule says."""
+    tiles = configs.width_forms(shape)
+    if not tiles:
+        return None
+    return configs.sm90_group_mixed(tile=tiles[0]) if len(tiles) == 1 else configs.sm90_group_mixed_forms(tiles)
 
 
 def _pre99_group(shape, *more: str):
@@ -104,6 +121,17 @@ def _pre99_group(shape, *more: str):
     if shape == configs.GROUP_BENCHMARKS[1]:
         return configs.sm90_group_mixed()
     return _pick_without(shape, "_sm90_group_two_forms_ok", *more)
+
+
+def form_config(problem: str, name: str, shape):
+    """The config of form `name`: a FORMS entry, or (grouped) tTMxTN, the single-form grouped
+    mixed-input kernel with tile (TM, TN) of configs.GROUP_MIXED_TILES (e.g. t256x80, exp. 112)."""
+    if problem == "group" and name.startswith("t") and "x" in name:
+        tm, tn = (int(v) for v in name[1:].split("x"))
+        return configs.sm90_group_mixed(tile=(tm, tn))
+    if problem == "group" and name.startswith("f") and "+" in name:
+        return configs.sm90_group_mixed_forms(tuple(tuple(int(v) for v in t.split("x")) for t in name[1:].split("+")))
+    return FORMS[problem][name](shape)
 
 
 def parse_shapes(problem: str, spec: str) -> list:
@@ -151,7 +179,7 @@ def main() -> int:
         runs = {}
         for name in forms:
             base, _, variant = name.partition("@")
-            cfg = FORMS[prob][base](shape)
+            cfg = form_config(prob, base, shape)
             if cfg is None or configs.check_config(cfg) or not configs.fits(cfg, shape):
                 print(f"{name}: not valid for this shape", flush=True)
                 continue
@@ -164,6 +192,7 @@ def main() -> int:
                     continue
             ck = harness.compile_kernel(prob, "sm_90a", cfg, shape)
             if cfg.forms and variant:  # two@P: the two-form kernel split at CTA P (two@+D: plan's P + D);
+                # fTILES@P:Q:...: the CTAs offered to each form but the last;
                 # three@P:Q: the three-form kernel, P and Q CTAs offered to its first two forms
                 split = tuple(int(v) for v in variant.split(":"))
                 if base == "two" and variant[0] in "+-":

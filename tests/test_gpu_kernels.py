@@ -201,10 +201,12 @@ def test_rule_exp107_mixed192():
 
 def test_rule_exp108_n192_forms():
     """Exp. 108's rule through custom_kernel: the (128, 192) form beside the (256, 128) and
-    wide forms (the leaderboard's g8 N7168 K2048), beside the (256, 128) form, and alone;
-    ragged M_g, poisoned scale padding, two calls."""
+    wide forms (g8 N7168 K2048 with M_g on whole 64-row multiples, where exp. 112's A widths
+    gain nothing), beside the (256, 128) form, and alone; ragged M_g, poisoned scale padding,
+    two calls."""
     _skip_sm100()
-    cases = ((configs.GROUP_BENCHMARKS[1], configs.sm90_group_mixed_three_forms()),
+    cases = ((tuple((m, 7168, 2048) for m in (128, 192, 256, 128, 180, 256, 120, 250)),
+              configs.sm90_group_mixed_three_forms()),
              (((183, 2048, 4096), (262, 2048, 4096), (7, 2048, 4096), (370, 2048, 4096), (85, 2048, 4096)) * 2,
               configs.sm90_group_mixed_forms(((256, 128), (128, 192)))),
              (((179, 7168, 4096), (130, 7168, 4096), (189, 7168, 4096), (514, 7168, 4096), (288, 7168, 4096)),
@@ -225,6 +227,20 @@ def test_rule_exp111_dual_wide192():
         _run(R.generate_input(*shape, 111 + i, device="cuda", poison_padding=True), "dual")
 
 
+def test_rule_exp112_widths():
+    """Exp. 112's rule through custom_kernel: up to three forms of A widths between the powers of
+    two (the leaderboard's g8 N7168 K2048: 80, 176 and 208 rows; 64 and 96 rows beside each
+    other), and one alone (g8 M80: 80-row tiles); ragged M_g and K_g, poisoned scale padding,
+    two calls."""
+    _skip_sm100()
+    t = lambda *tiles: configs.sm90_group_mixed_forms(tiles)  # noqa: E731
+    cases = ((configs.GROUP_BENCHMARKS[1], t((256, 80), (128, 176), (128, 208))),
+             (((88, 7168, 7168), (8, 7168, 7168), (64, 7168, 7168), (93, 7168, 7168)), t((256, 64), (256, 96))),
+             (((80, 4096, 7168),) * 8, configs.sm90_group_mixed(tile=(256, 80))))
+    for i, (shape, want) in enumerate(cases):
+        _run_group_pick(shape, want, 112 + i)
+
+
 def test_rule_grouped_two_forms_and_mixed256():
     """The rule's two-form kernel (exp. 99: groups of both forms, >= 0.6 of the MACs wide) and
     its (256, 128) mixed form alone (exp. 100) through custom_kernel: ragged M_g and K_g,
@@ -232,7 +248,8 @@ def test_rule_grouped_two_forms_and_mixed256():
     _skip_sm100()
     # (no group with 128 < M_g <= 192 or 256 < M_g <= 384, which exp. 108's (128, 192) form takes)
     two = ((120, 5120, 4096), (250, 5120, 7168), (90, 5120, 3072), (230, 5120, 4096), (220, 5120, 4096))
-    one = ((100, 5120, 4096), (70, 5120, 7168), (128, 5120, 4096), (600, 5120, 4096), (1, 5120, 4096))
+    # (M_g on whole 128-row multiples but one: exp. 112's A widths gain nothing)
+    one = ((128, 5120, 4096), (128, 5120, 7168), (128, 5120, 4096), (640, 5120, 4096), (1, 5120, 4096))
     _run_group_pick(two, configs.sm90_group_mixed_two_forms(), 17)
     _run_group_pick(one, configs.sm90_group_mixed(), 18)
 
@@ -776,13 +793,19 @@ _GM_RAGGED = ((1, 512, 2048), (7, 256, 1024), (33, 768, 2048), (130, 512, 512), 
     # 96 KB partials; exp. 108)
     ("n192", ((176, 4096, 7168),) * 8), ("n192", _GM_RAGGED),
     ("n192", ((1, 128, 7168), (300, 128, 7168))), ("n192", ((600, 14336, 4096), (384, 14336, 4096))),
+    # A widths between the powers of two (exp. 112): 80 / 112 A rows on 256 B_g rows (C staged 16
+    # / 8 rows a pass), 144 / 176 / 240 on 128 (16-row passes; 6, 6 and 5 A16 stages)
+    ((256, 80), _GM_RAGGED), ((256, 80), ((80, 4096, 7168),) * 8), ((256, 112), ((1, 256, 7168), (300, 256, 7168))),
+    ((128, 144), _GM_RAGGED), ((128, 176), _GM_RAGGED), ((128, 176), ((600, 14336, 4096), (384, 14336, 4096))),
+    ((128, 240), _GM_RAGGED),
 ], ids=["g8-N4096-K7168", "g8-N7168-K2048", "ragged", "few-tiles", "many-tiles", "waves-fill-tail",
         "waves-exact", "pairs-g2-N3072-K4096", "pairs-g2-N4096-K1536", "pairs-ragged", "pairs-odd-kb", "pairs-2-waves",
         "128-g2-N3072-K4096", "128-g2-N4096-K1536", "128-ragged", "128-few-tiles",
         "64-g8-M64", "64-ragged", "64-few-tiles", "64-mixed",
         "wide-g2-N3072-K4096", "wide-ragged", "wide-few-tiles", "wide-many-tiles",
         "192-g2-N3072-K4096", "192-ragged", "192-few-tiles", "192-many-tiles",
-        "n192-g8-M176", "n192-ragged", "n192-few-tiles", "n192-many-tiles"])
+        "n192-g8-M176", "n192-ragged", "n192-few-tiles", "n192-many-tiles",
+        "n80-ragged", "n80-g8-M80", "n112-few-tiles", "n144-ragged", "n176-ragged", "n176-many-tiles", "n240-ragged"])
 def test_grouped_mixed(pairs, shape):
     """The grouped mixed-input kernel (A pre-pass to fp16 + PDL, B_g in wgmma registers),
     host-made stream-K segments or split-K pairs: poisoned C and scale padding; the same
@@ -793,7 +816,9 @@ def test_grouped_mixed(pairs, shape):
     cfg = {"128": configs.sm90_group_mixed(tile=(128, 128)), "64": configs.sm90_group_mixed(tile=(256, 64)),
            "wide": configs.sm90_group_mixed(tile=(128, 256)),
            "192": configs.sm90_group_mixed(tile=(192, 128)),
-           "n192": configs.sm90_group_mixed(tile=(128, 192))}.get(pairs) or configs.sm90_group_mixed(pairs)
+           "n192": configs.sm90_group_mixed(tile=(128, 192))}.get(pairs) if not isinstance(pairs, tuple) \
+        else configs.sm90_group_mixed(tile=pairs)
+    cfg = cfg or configs.sm90_group_mixed(pairs)
     gm.Sm90GroupedMixedKernel.can_implement(cfg, shape)
     ms, ns, ks = (list(x) for x in zip(*shape))
     data = R.generate_input(ms, ns, ks, len(shape), 31, device="cuda", poison_padding=True)
@@ -807,6 +832,8 @@ _TWO = configs.TWO_FORMS_TILES
 _THREE = configs.MULTI_FORM_TILES
 _N192_WIDE = ((128, 192), (128, 256))
 _NARROW_N192 = ((256, 128), (128, 192))
+_W7 = ((256, 64), (256, 80), (256, 96), (256, 128), (128, 160), (128, 176), (128, 256))
+_W4 = ((256, 80), (256, 112), (128, 176), (128, 240))
 
 
 @_sm90_only
@@ -833,9 +860,16 @@ _NARROW_N192 = ((256, 128), (128, 192))
     # two forms with (128, 192): beside the wide form, beside the (256, 128) form
     (_N192_WIDE, ((142, 3072, 2048), (228, 3072, 2048), (176, 3072, 2048), (248, 3072, 2048)), None),
     (_NARROW_N192, ((7, 2048, 4096), (145, 2048, 4096), (370, 2048, 4096), (85, 2048, 4096)), None),
+    # exp. 112: A widths -- the leaderboard's g8 N4096 K7168 in seven forms (one per width), g8
+    # N7168 K2048 in the rule's three; four forms on ragged rows and K_g, at the plan's split and
+    # with each of the first three on one CTA
+    (_W7, configs.GROUP_BENCHMARKS[0], None), (configs.width_forms(configs.GROUP_BENCHMARKS[1]), configs.GROUP_BENCHMARKS[1], None),
+    (_W4, ((70, 512, 1024), (1, 256, 2048), (170, 768, 4096), (230, 1024, 1536), (100, 256, 2048)), None),
+    (_W4, ((70, 512, 1024), (1, 256, 2048), (170, 768, 4096), (230, 1024, 1536), (100, 256, 2048)), (1, 1, 1)),
 ], ids=["g8-N4096-K7168", "g8-N7168-K2048", "g8-N7168-K2048-P34", "ragged", "narrow-on-1", "wide-on-1",
         "many-tiles", "three-g8-N4096-K7168", "three-g8-N4096-K7168-66-40", "three-g8-N7168-K2048",
-        "three-ragged", "three-1-1", "three-1-130", "three-130-1", "n192-wide", "narrow-n192"])
+        "three-ragged", "three-1-1", "three-1-130", "three-130-1", "n192-wide", "narrow-n192",
+        "w7-g8-N4096-K7168", "widths-g8-N7168-K2048", "w4-ragged", "w4-1-1-1"])
 def test_grouped_mixed_forms(tiles, shape, narrow_ctas):
     """Several grouped mixed-input forms in one launch (config forms): CTAs [0, P) the first
     form, the next ones the second (and third), one pre-pass (A16 by descending A rows per
@@ -853,4 +887,4 @@ def test_grouped_mixed_forms(tiles, shape, narrow_ctas):
     tabs = gm.cached_launch_tables(gm.launch_table_key(cfg, rows, narrow_ctas), None)
     assert int(tabs[7].abs().sum()) == 0, "stream-K flags not reset"
     if isinstance(narrow_ctas, int):
-        assert tabs[12] <= narrow_ctas  # (the (256, 128) plan may need fewer CTAs than it is given)
+        assert tabs[12][0] <= narrow_ctas  # (the (256, 128) plan may need fewer CTAs than it is given)

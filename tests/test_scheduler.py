@@ -439,8 +439,12 @@ def test_mixed_group_plan_pairs(shape):
 
 
 _TWO_FORMS_SHAPES = [s for s in _GM_SHAPES if all(configs.two_forms_groups(s))]
-_FORMS_CASES = [(t, s) for t in (configs.MULTI_FORM_TILES, ((128, 192), (128, 256)), ((256, 128), (128, 192)))
-                for s in _GM_SHAPES if all(configs.form_groups(s, t))]
+# exp. 112: the seven forms of the leaderboard's g8 N4096 K7168 (each group's own width) and the
+# A widths `width_forms` picks for each shape
+_W7 = ((256, 64), (256, 80), (256, 96), (256, 128), (128, 160), (128, 176), (128, 256))
+_FORMS_CASES = [(t, s) for t in (configs.MULTI_FORM_TILES, ((128, 192), (128, 256)), ((256, 128), (128, 192)), _W7)
+                for s in _GM_SHAPES + [configs.GROUP_BENCHMARKS[0]] if all(configs.form_groups(s, t))] \
+    + [(configs.width_forms(s), s) for s in _GM_SHAPES + configs.GROUP_BENCHMARKS if len(configs.width_forms(s)) > 1]
 
 
 @pytest.mark.parametrize("given", [None, 1, 2])
@@ -448,12 +452,13 @@ _FORMS_CASES = [(t, s) for t in (configs.MULTI_FORM_TILES, ((128, 192), (128, 25
 def test_mixed_group_forms_plan(tiles, shape, given):
     """configs.mixed_group_forms_plan (exp. 108): form f's CTAs [splits[f - 1], splits[f]) hold
     exactly the `mixed_group_plan` of its groups (`form_groups`) on at most the CTAs offered
-    (given: None = the plan's choice; 1 = one CTA to each form but the last; 2 = 40 each),
+    (given: None = the plan's choice; 1 = one CTA to each form but the last; 2 = 40 each, 12
+    with more than three forms),
     the last form's on the SMs the others leave, group indices mapped back; each group in the
     cheapest form (the (256, 128) / wide choice by 128-row block parity); A16 by descending
     A rows per tile, each group's rows a multiple of its form's from row0, none overlapping."""
     sms = 132
-    offered = None if given is None else (given if given == 1 else 40,) * (len(tiles) - 1)
+    offered = None if given is None else (given if given == 1 else 40 if len(tiles) <= 3 else 12,) * (len(tiles) - 1)
     parts = configs.form_groups(shape, tiles)
     for f, gs in enumerate(parts):  # each group in a form no other (eligible) form runs for less
         for g in gs:
@@ -513,19 +518,87 @@ def test_mixed_group_two_forms_plan(shape, narrow_ctas):
     assert max(p["row0"][g] for g in wide) < min(p["row0"][g] for g in narrow)
 
 
-def test_grouped_rule_n192_forms():
+def test_water_fill_ctas():
+    """`_water_fill_ctas` (the split of more than three forms, or of other tiles than exp. 108's):
+    the counts sum to the SMs, each >= 1, and no single CTA moved from one form to the busiest
+    lowers the largest busiest CTA; on a model busiest = work / CTAs it is the optimum."""
+    work = [448.0, 896.0, 448.0, 448.0, 896.0, 896.0, 896.0]
+    busiest = lambda f, c: work[f] / c  # noqa: E731
+    c = configs._water_fill_ctas(len(work), 132, work, busiest)
+    assert sum(c) == 132 and min(c) >= 1
+    top = max(busiest(f, c[f]) for f in range(len(work)))
+    for f in range(len(work)):
+        for g in range(len(work)):
+            if f != g and c[g] > 1:
+                moved = list(c)
+                moved[f] += 1
+                moved[g] -= 1
+                assert max(busiest(h, moved[h]) for h in range(len(work))) >= top - 1e-9
+    # a real plan: the seven widths of the leaderboard's g8 N4096 K7168
+    p = configs.mixed_group_forms_plan(configs.GROUP_BENCHMARKS[0], 132, _W7)
+    assert len(p["splits"]) == 6 and p["ctas"] <= 132
+
+
+def test_width_forms():
+    """Exp. 112's forms: at most WIDTH_FORMS tiles of FORM_TILES, the set with the least total
+    modelled cost of every group in its cheapest tile of the set (fewer forms on ties), in CTA
+    order; each group's own cheapest tile rounds M_g up to a multiple of 16."""
+    lb = configs.GROUP_BENCHMARKS
+    assert configs.width_forms(lb[0]) == ((256, 80), (256, 128), (128, 176))
+    assert configs.width_forms(lb[1]) == ((256, 80), (128, 176), (128, 208))
+    assert configs.width_forms(lb[2]) == ((128, 160), (128, 192))  # 320 = 2 x 160
+    assert configs.width_forms(((80, 4096, 7168),) * 8) == ((256, 80),)
+    assert configs.width_forms(((100, 1024, 1024), (100, 1000, 1024))) == ()  # N 1000: no tile fits
+    for shape in _GM_SHAPES + lb:
+        tiles = configs.width_forms(shape)
+        assert 1 <= len(tiles) <= configs.WIDTH_FORMS and list(tiles) == sorted(set(tiles), key=configs.form_order)
+        assert all(t in configs.FORM_TILES for t in tiles)
+        if len(tiles) > 1:
+            assert all(configs.form_groups(shape, tiles))
+            assert configs.check_config(configs.sm90_group_mixed_forms(tiles)) == []
+    # the config check: forms of FORM_TILES only, 2 to MAX_FORMS, in form order
+    bad = [configs.sm90_group_mixed_forms(((128, 176), (256, 80))),
+           configs.sm90_group_mixed_forms(((256, 80), (192, 128))),
+           configs.sm90_group_mixed_forms(tuple(configs.FORM_TILES[:configs.MAX_FORMS + 1]))]
+    assert all(configs.check_config(c) for c in bad)
+    assert configs.check_config(configs.sm90_group_mixed(tile=(256, 88)))  # not a width of GROUP_MIXED_TILES
+
+
+def test_grouped_rule_widths():
+    """Exp. 112's rule: the forms of `width_forms` in place of a mixed-input pick of the other
+    rules where their modelled busiest CTA is WIDTHS_MARGIN under the pick's.  The leaderboard's
+    g8 N7168 K2048 (0.958 of the three forms before, H100) and the 10 check shapes measured
+    (0.809-0.976); g8 N4096 K7168 keeps its two forms (modelled equal; the widths measured 1.000
+    with four forms, 1.018 with seven); a stored-decode pick stays."""
+    pick = lambda groups: configs.default_config("group", "sm_90a", tuple(groups))  # noqa: E731
+    t = lambda *tiles: configs.sm90_group_mixed_forms(tiles)  # noqa: E731
+    lb = configs.GROUP_BENCHMARKS
+    assert pick(lb[1]) == t((256, 80), (128, 176), (128, 208))
+    assert pick(lb[0]) == configs.sm90_group_mixed_two_forms()
+    assert not pick(lb[3]).a_prepass
+    g = lambda n, k, *ms: [(m, n, k) for m in ms]  # noqa: E731
+    for shape, want in (
+            (g(7168, 7168, 88, 8, 64, 93), t((256, 64), (256, 96))),  # 0.809
+            (g(7168, 2048, 55, 198, 155, 102, 191, 76, 89, 97), t((256, 112), (128, 160), (128, 208))),  # 0.935
+            (g(4096, 7168, 199, 161, 131, 243, 208, 233, 238, 210), t((128, 176), (128, 208), (128, 256))),  # 0.962
+            (g(4096, 7168, *[80] * 8), configs.sm90_group_mixed(tile=(256, 80)))):  # 0.853 (exp. 112's first run)
+        assert pick(shape) == want, shape
+
+
+def test_grouped_rule_n192_forms(monkeypatch):
     """Exp. 108's rule: the (128, 192) form takes the groups with 128 < M_g <= 192 (or 256 <
     M_g <= 384) from a pick of the (256, 128) and wide forms where the forms' modelled busiest
     CTA is lower: alone where it takes every group, else beside the forms that keep theirs.
     The measured shapes (H100, 0.821-0.952 of the pick before on 13, one tie), the leaderboard's
-    g8 N7168 K2048 (0.975); g8 N4096 K7168 keeps the two forms (modelled equal, measured 1.017)."""
-    pick = lambda groups: configs.select_config("group", "sm_90a", tuple(groups))  # noqa: E731
+    g8 N7168 K2048 (0.975); g8 N4096 K7168 keeps the two forms (modelled equal, measured 1.017).
+    (Without exp. 112's A widths, which may follow it.)"""
+    monkeypatch.setattr(configs, "_sm90_group_widths", lambda *_args: None)
+    pick = lambda groups: configs.default_config("group", "sm_90a", tuple(groups))  # noqa: E731
     t = lambda *tiles: configs.sm90_group_mixed_forms(tiles)  # noqa: E731
     n192 = configs.sm90_group_mixed(tile=(128, 192))
     three = configs.sm90_group_mixed_three_forms()
     assert pick(configs.GROUP_BENCHMARKS[1]) == three
     assert pick(configs.GROUP_BENCHMARKS[0]) == configs.sm90_group_mixed_two_forms()
-    assert pick(configs.GROUP_BENCHMARKS[2]) == configs.sm90_group_mixed(tile=(128, 128))  # (pinned)
     for shape, want in (
             ([(m, 7168, 4096) for m in (73, 594, 475, 51, 370, 356, 259, 223, 540, 518, 235)], three),  # 0.939
             ([(m, 2048, 4096) for m in (183, 262, 359, 370, 145, 7, 293, 191, 85, 70)],
@@ -552,6 +625,7 @@ def test_grouped_rule_two_forms(monkeypatch):
     form and A16 <= 26 MB, the (256, 128) form alone below that share (exp. 100); g2 N3072
     K4096 stays pinned to the 128 x 128 mixed tiles."""
     monkeypatch.setattr(configs, "_sm90_group_n192_forms", lambda *_args: None)
+    monkeypatch.setattr(configs, "_sm90_group_widths", lambda *_args: None)
     two = configs.sm90_group_mixed_two_forms()
     pick = lambda groups: configs.default_config("group", "sm_90a", tuple(groups))  # noqa: E731
     for shape in ([(m, 4096, 7168) for m in (200, 180, 100, 220, 150, 240, 60, 170)],
@@ -578,7 +652,8 @@ def test_grouped_rule_two_forms(monkeypatch):
     low_share = [(m, 4096, 7168) for m in (20, 50, 100, 120, 70, 90, 30)] + [(200, 4096, 4096)]
     assert not configs.group_wave_plan_applies(low_share) and configs.two_forms_wide_share(low_share) < 0.6
     assert pick(low_share) == configs.sm90_group_mixed()
-    assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[2]) == configs.sm90_group_mixed(tile=(128, 128))
+    assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[2]) == \
+        configs.sm90_group_mixed_forms(((128, 160), (128, 192)))  # (pinned: exp. 112)
     for shape in ([(200, 4096, 7168), (100, 4096, 7168)],  # 1344 k-blocks
                   [(130, 4096, 2048), (60, 4096, 2048), (200, 4096, 2048)],  # 640 (measured 1.088)
                   [(m, 1024, 7168) for m in (200, 100, 220, 60)],  # N 1024
@@ -596,6 +671,7 @@ def test_grouped_rule_mixed256(monkeypatch):
     >= 2048 k-blocks, A16 <= 20 MB; N 2048 (measured 1.02), short work and a large A16 (1.16)
     stay on the stored-decode kernels."""
     monkeypatch.setattr(configs, "_sm90_group_n192_forms", lambda *_args: None)
+    monkeypatch.setattr(configs, "_sm90_group_widths", lambda *_args: None)
     mixed = configs.sm90_group_mixed()
     pick = lambda groups: configs.select_config("group", "sm_90a", tuple(groups))  # noqa: E731
     for shape in ([(m, 4096, 7168) for m in (100, 70, 128, 90, 110, 80, 120, 66)],
@@ -615,6 +691,7 @@ def test_grouped_rule_wide_tiles(monkeypatch):
     M_g has an even number of 128-row blocks (no padding beyond the other kernels' tiles) and
     every N_g >= 2048; the leaderboard cases and the measured losses keep their kernels."""
     monkeypatch.setattr(configs, "_sm90_group_n192_forms", lambda *_args: None)
+    monkeypatch.setattr(configs, "_sm90_group_widths", lambda *_args: None)
     wide = configs.sm90_group_mixed(tile=(128, 256))
     pick = lambda *groups: configs.select_config("group", "sm_90a", tuple(groups))  # noqa: E731
     for shape in ([(256, 7168, 4096)] * 4, [(512, 4096, 7168)] * 2, [(420, 5120, 2048), (512, 5120, 2048)],

@@ -85,6 +85,12 @@ def _cases():
                     ((176, 3072, 2048), (228, 3072, 2048)))
     seen.setdefault(("group", configs.sm90_group_mixed_forms(((256, 128), (128, 192)))),
                     ((85, 2048, 4096), (145, 2048, 4096)))
+    # exp. 112: A widths between the powers of two, alone (two-rep and one-rep kinds, C staging in
+    # 16- and 8-row passes) and seven forms in one launch
+    for tile in ((256, 80), (256, 112), (128, 144), (128, 240)):
+        seen.setdefault(("group", configs.sm90_group_mixed(tile=tile)), configs.GROUP_BENCHMARKS[2])
+    seen.setdefault(("group", configs.sm90_group_mixed_forms(
+        ((256, 64), (256, 80), (256, 96), (256, 128), (128, 160), (128, 176), (128, 256)))), configs.GROUP_BENCHMARKS[0])
     return [(p, c, s) for (p, c), s in seen.items()]
 
 
@@ -326,9 +332,8 @@ def test_grouped_mixed_rule():
     picks a non-swap tile, every N_g >= 4096 and K_g > 4096, and 2 x its 256 x 128 tiles fill
     [0.7, 1] of the SMs (configs._sm90_group_mixed_rule, H100, exp. 79); stream-K by the rules
     of exps. 99-100 and 102 (tests/test_scheduler.py) and where CONFIG_MAP pins it (g2 N3072
-    K4096 with 128-row tiles, exp. 80); both leaderboard 8-group cases take the two-form
-    kernel (g8 N7168 K2048 with the (128, 192) form beside them, exp. 108).  can_implement
-    names N % 256 and, for pairs, K >= 512."""
+    K4096, now in exp. 112's A widths); g8 N4096 K7168 takes the two-form kernel, g8 N7168 K2048
+    exp. 112's three A widths.  can_implement names N % 256 and, for pairs, K >= 512."""
     from nvfp4gemm.sm90.grouped_mixed import Sm90GroupedMixedKernel
 
     pairs = configs.sm90_group_mixed(pairs=True)
@@ -339,10 +344,10 @@ def test_grouped_mixed_rule():
     # (exp. 102 unpinned g8 N4096 K7168)
     assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[0]) == configs.sm90_group_mixed_two_forms()
     assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[1]) == \
-        configs.sm90_group_mixed_three_forms()
+        configs.sm90_group_mixed_forms(((256, 80), (128, 176), (128, 208)))  # exp. 112
     assert configs.select_config("group", "sm_90a", ((128, 4096, 7168),) * 8) == mixed  # exp. 100
     assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[2]) == \
-        configs.sm90_group_mixed(tile=(128, 128))
+        configs.sm90_group_mixed_forms(((128, 160), (128, 192)))
     # every M_g <= 64, some > 32, where the ranking picks the swap tile: 64-row tiles (exp. 90)
     for shape in [((64, 4096, 7168),) * 8, tuple((m, 4096, 7168) for m in (40, 20, 64, 33, 17, 60, 48, 25)),
                   ((33, 7168, 4096), (64, 7168, 4096))]:

@@ -645,9 +645,8 @@ class Sm90Common:
         n0 = self.c_t_n0(n0)
         pairs = self.c_t_pairs(acc, tCcC)
         rb = 2 * (self.tile_m // 2 if self.c_t_silu else self.tile_m)  # bytes of one row of C in the tile
-        rows = self.c_stage_bytes // rb  # rows of C per pass
+        rows = self.c_stage_rows(rb)  # rows of C per pass
         assert self.tile_m in (128, 192, 256) and (4 if self.c_t_silu else 2) * pairs == cute.size(acc)
-        assert self.tile_n % rows == 0 and rows % 8 == 0 and ((rows * rb) // 16) % self.num_mma_threads == 0
         assert not passes or rows == 64, "pair passes are 64 rows of C"
         odd, sel = self.c_t_lane(ct)
         nt = self.num_mma_threads
@@ -675,6 +674,16 @@ class Sm90Common:
                     if grow < mg:
                         decode.st_global_v4_u32(c_g + (Int64(grow) * ng + n0 + ch * 8) * 2, w[0], w[1], w[2], w[3])
             self.epi_barrier.arrive_and_wait()  # the buffer is free for the next pass / tile
+
+    def c_stage_rows(self, rb: int) -> int:
+        """Rows of C per pass of `store_c_t_staged` (rows of rb bytes): as many as the buffer
+        holds, fewer where they do not divide tile_n (A widths 80-240, exp. 112), so that a
+        pass is whole 8-column accumulator groups and whole 16-byte chunks per consumer thread."""
+        nt = self.num_mma_threads
+        for rows in (64, 32, 16, 8):
+            if rows * rb <= self.c_stage_bytes and self.tile_n % rows == 0 and ((rows * rb) // 16) % nt == 0:
+                return rows
+        raise AssertionError(f"no C staging pass fits tile_n {self.tile_n} ({rb}-byte rows, {self.c_stage_bytes} B)")
 
     @staticmethod
     def _staged_chunk(ch, row, chunks: int):

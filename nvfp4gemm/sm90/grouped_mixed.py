@@ -395,12 +395,12 @@ class Sm90GroupedMixedFormsKernel:
     streams; one launch saves the second pre-pass and launch.  Constraints: those of each
     form for its groups, and groups for every form."""
 
-    MAX_FORMS = 3  # the kernel's form slots
+    MAX_FORMS = configs.MAX_FORMS  # the kernel's form slots
 
     def __init__(self, config: KernelConfig):
         self.config = config
         self.parts = [Sm90GroupedMixedKernel(part) for part in configs.form_parts(config)]
-        assert 2 <= len(self.parts) <= self.MAX_FORMS, f"{len(self.parts)} forms: the kernel has 2 or 3 slots"
+        assert 2 <= len(self.parts) <= self.MAX_FORMS, f"{len(self.parts)} forms: the kernel has 2 to {self.MAX_FORMS}"
 
     @staticmethod
     def check_config(config: KernelConfig) -> None:
@@ -433,42 +433,42 @@ class Sm90GroupedMixedFormsKernel:
         k_max: Int32,
         a16_rows: Int32,
         num_ctas: Int32,
-        split1: Int32,
-        split2: Int32,
+        firsts: tuple,
         stream: cuda.CUstream,
     ):
         # the single-form kernel's tables (group indices global, every form's segments), one
-        # A16 TMA atom per form's row block, its pre-pass; a two-form kernel fills the third
-        # form's slots with the second's (that branch is not compiled in)
+        # A16 TMA atom per form's row block, its pre-pass; `firsts`: the first CTA of each
+        # form but the first
         meta, pre_offs, row0, segs, seg_offs, mA16 = launch_views(meta_ptr, pre_offs_ptr, row0_ptr, seg_ptr,
                                                                   seg_offs_ptr, a16_ptr, a16_rows, k_max)
         atoms = [form.setup_a16_tma(mA16) for form in self.parts]
-        mmas = [form.tiled_mma for form in self.parts]
-        last = len(self.parts) - 1
         self.parts[0].launch_prepass(meta, pre_offs, row0, a16_ptr, total_halves, k_max, stream)
-        self.kernel(atoms[0][0], atoms[0][1], mmas[0], atoms[1][0], atoms[1][1], mmas[1],
-                    atoms[last][0], atoms[last][1], mmas[last],
-                    meta, row0, segs, seg_offs, ws_ptr, flags_ptr, split1, split2).launch(
+        self.kernel(tuple(a[0] for a in atoms), tuple(a[1] for a in atoms), tuple(f.tiled_mma for f in self.parts),
+                    meta, row0, segs, seg_offs, ws_ptr, flags_ptr, firsts).launch(
             grid=[num_ctas, 1, 1], block=[self.parts[0].threads_per_cta, 1, 1],
             smem=sm90_smem_bytes(self.config), min_blocks_per_mp=1, stream=stream, use_pdl=True)
 
     @cute.kernel
-    def kernel(self, tma0: cute.CopyAtom, mA16_0: cute.Tensor, mma0: cute.TiledMma,
-               tma1: cute.CopyAtom, mA16_1: cute.Tensor, mma1: cute.TiledMma,
-               tma2: cute.CopyAtom, mA16_2: cute.Tensor, mma2: cute.TiledMma,
-               meta: cute.Tensor, row0: cute.Tensor, segs: cute.Tensor, seg_offs: cute.Tensor,
-               ws_ptr: cute.Pointer, flags_ptr: cute.Pointer, split1: Int32, split2: Int32):
+    def kernel(self, tmas: tuple, mA16s: tuple, mmas: tuple, meta: cute.Tensor, row0: cute.Tensor,
+               segs: cute.Tensor, seg_offs: cute.Tensor, ws_ptr: cute.Pointer, flags_ptr: cute.Pointer,
+               firsts: tuple):
+        """Form f on CTAs [firsts[f - 1], firsts[f]) (0 and the grid's end at the ends): each
+        form's branch is its own single-form kernel."""
         cta = cute.arch.block_idx()[0]
-        if cta < split1:
-            self.parts[0].run_cta(tma0, mA16_0, mma0, meta, row0, segs, seg_offs, ws_ptr, flags_ptr, cta)
-        else:
-            if cutlass.const_expr(len(self.parts) == 2):
-                self.parts[1].run_cta(tma1, mA16_1, mma1, meta, row0, segs, seg_offs, ws_ptr, flags_ptr, cta)
+        last = len(self.parts) - 1
+        for f in cutlass.range_constexpr(len(self.parts)):
+            if cutlass.const_expr(f == 0):
+                if cta < firsts[0]:
+                    self.parts[0].run_cta(tmas[0], mA16s[0], mmas[0], meta, row0, segs, seg_offs, ws_ptr, flags_ptr,
+                                          cta)
+            elif cutlass.const_expr(f == last):
+                if cta >= firsts[last - 1]:
+                    self.parts[f].run_cta(tmas[f], mA16s[f], mmas[f], meta, row0, segs, seg_offs, ws_ptr, flags_ptr,
+                                          cta)
             else:
-                if cta < split2:
-                    self.parts[1].run_cta(tma1, mA16_1, mma1, meta, row0, segs, seg_offs, ws_ptr, flags_ptr, cta)
-                else:
-                    self.parts[2].run_cta(tma2, mA16_2, mma2, meta, row0, segs, seg_offs, ws_ptr, flags_ptr, cta)
+                if cta >= firsts[f - 1] and cta < firsts[f]:
+                    self.parts[f].run_cta(tmas[f], mA16s[f], mmas[f], meta, row0, segs, seg_offs, ws_ptr, flags_ptr,
+                                          cta)
 
 
 # ---------------------------------------------------------------------- host helpers
@@ -490,8 +490,8 @@ def compile_args(config: KernelConfig, shapes) -> tuple:
 
     return (p(cutlass.Int64, 1), p(cutlass.Int32, 2), p(cutlass.Int32, 3), p(cutlass.Int32, 4), p(cutlass.Int32, 5),
             p(cutlass.Float16, 6), p(cutlass.Float32, 7), p(cutlass.Int32, 8),
-            Int32(1), Int32(256), Int32(128), Int32(1)) + ((Int32(1), Int32(1)) if config.forms else ()) \
-        + (make_fake_stream(),)
+            Int32(1), Int32(256), Int32(128), Int32(1)) \
+        + ((tuple(Int32(1) for _ in config.forms[1:]),) if config.forms else ()) + (make_fake_stream(),)
 
 
 def launch_tables(config: KernelConfig, dev, rows, shapes, narrow_ctas=None) -> tuple:
@@ -499,9 +499,9 @@ def launch_tables(config: KernelConfig, dev, rows, shapes, narrow_ctas=None) -> 
     group table, the pre-pass prefix sums, A16 row offsets, the schedule, the A16 buffer
     (zeroed once: group padding rows are never written) and the stream-K workspace and
     flags (zeroed once; each finisher resets the flags it consumed); then the scalars, and
-    for a multi-form config the first CTAs of its second and third forms (the last CTA count
-    where it has two; `narrow_ctas`: the CTAs offered to the first forms, an int or one per
-    form but the last; the plan's choice if None)."""
+    for a multi-form config a tuple of the first CTA of each form but the first (`narrow_ctas`:
+    the CTAs offered to the first forms, an int or one per form but the last; the plan's
+    choice if None)."""
     import torch
 
     pairs = config.cluster_mn == (2, 1)
@@ -527,8 +527,7 @@ def launch_tables(config: KernelConfig, dev, rows, shapes, narrow_ctas=None) -> 
             torch.empty(1 if pairs else ctas * Sm90GroupedMixedKernel.PARTIAL_BYTES // 4, dtype=torch.float32,
                         device=dev),
             torch.zeros(ctas, dtype=torch.int32, device=dev),
-            halves[len(shapes)], k_max, plan["a16_rows"], ctas) \
-        + (tuple((plan["splits"] + [ctas])[:2]) if config.forms else ())
+            halves[len(shapes)], k_max, plan["a16_rows"], ctas) + ((tuple(plan["splits"]),) if config.forms else ())
 
 
 def launch_table_key(config: KernelConfig, rows, narrow_ctas=None) -> tuple:
@@ -553,6 +552,7 @@ def runtime_args(data, config: KernelConfig, stream, narrow_ctas=None) -> tuple:
     def p(dt, t):
         return make_ptr(dt, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
 
+    firsts = (tuple(Int32(x) for x in tabs[12]),) if config.forms else ()
     return (p(cutlass.Int64, meta), p(cutlass.Int32, halves), p(cutlass.Int32, row0), p(cutlass.Int32, segs),
             p(cutlass.Int32, seg_offs), p(cutlass.Float16, a16), p(cutlass.Float32, ws), p(cutlass.Int32, flags),
-            Int32(total), Int32(k_max), Int32(a16_rows), Int32(ctas)) + tuple(Int32(x) for x in tabs[12:]) + (stream,)
+            Int32(total), Int32(k_max), Int32(a16_rows), Int32(ctas)) + firsts + (stream,)
