@@ -72,8 +72,8 @@ class KernelConfig:
     # and decodes B1 / B2 (B_g) straight into wgmma registers (C^T tiles: swap_ab)
     a_prepass: bool = False
     # sm_90a grouped mixed-input kernel with several tile forms side by side in one launch
-    # (exps. 99, 108): the tiles of its forms in CTA order (a subset of MULTI_FORM_TILES, in
-    # that order), each group run by one of them (`form_groups`), each form on its own CTAs
+    # (exps. 99, 108, 112): the tiles of its forms in CTA order (2 to MAX_FORMS of FORM_TILES, in
+    # `form_order`), each group run by one of them (`form_groups`), each form on its own CTAs
     # (`form_parts`, `mixed_group_forms_plan`); () for one form.  mma_tile_mn is the first
     # form's tile
     forms: tuple = ()
@@ -971,7 +971,8 @@ def sm90_group_mixed(pairs: bool = False, tile=(256, 128)) -> KernelConfig:
     tile[1] rows of A_g (128, or 64 for M_g <= 64, exp. 90: one m64 x n64 wgmma width, each
     group's A16 rows padded to 64; or 256 with 128 B_g rows, the dual wide form's m64 x n256
     wgmmas, exp. 93; or 192 B_g rows x 128 on three consumer warpgroups, one m64 rep each, as
-    the dual three-warpgroup form, exp. 107); stream-K segments made on the host (`mixed_group_plan`),
+    the dual three-warpgroup form, exp. 107; or any tile of GROUP_MIXED_TILES, exp. 112); stream-K
+    segments made on the host (`mixed_group_plan`),
     or with `pairs` (256-row tiles only) one tile per 2-CTA cluster, each rank half its
     k-blocks (cluster (2, 1), exp. 79)."""
     return KernelConfig("group", "sm_90a", tuple(tile), mma_warpgroups=3 if tile[0] == 192 else 2,

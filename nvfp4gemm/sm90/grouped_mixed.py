@@ -17,8 +17,9 @@ a named barrier before the wgmma; here nothing decoded is stored by a thread:
      102; else stream-K over contiguous ranges): a segment is k-blocks kb0 .. kb1 - 1 of a tile =
      tile_m (256, or 128) rows of B_g (nb) x the A_g rows m0 .. m0 + tile_n - 1 (tile_n 128,
      or 64 for M_g <= 64, exp. 90, or 256 with 128 B_g rows: the dual wide form's m64 x n256
-     wgmmas, exp. 93, or 192 with 128 B_g rows, m64 x n192, exp. 108; ragged: A16's zero
-     padding rows; their columns of C^T are not stored).
+     wgmmas, exp. 93, or 192 with 128 B_g rows, m64 x n192, exp. 108; or any multiple of 16
+     in 64-128 with 256 B_g rows and in 128-256 with 128, exp. 112, configs.GROUP_MIXED_TILES;
+     ragged: A16's zero padding rows; their columns of C^T are not stored).
        WG0  producer: all 128 threads cp.async one k-block of packed B_g rows (128B-swizzled)
             and its tile_m / 128 scale atoms into a 2-stage ring (per-group addresses, no
             descriptors); warp 0 also TMA-loads the tile's A16 sub-blocks (tile_n rows x 64
@@ -382,7 +383,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
 
 
 class Sm90GroupedMixedFormsKernel:
-    """Several grouped mixed-input tile forms in one launch (config `forms`, exps. 99, 108).
+    """Several grouped mixed-input tile forms in one launch (config `forms`, exps. 99, 108, 112).
 
     The (256, 128) form pads each M_g to 128 rows; the wide (128, 256) form costs ~9% less
     per k-block of 256-row-equivalent work (exp. 93) but pads to 256; the (128, 192) form
@@ -393,7 +394,9 @@ class Sm90GroupedMixedFormsKernel:
     carve-up, after one pre-pass (A16: the forms' groups by descending A rows per tile, each
     form's first row a multiple of its A rows).  Exp. 95 ran two forms as two launches on two
     streams; one launch saves the second pre-pass and launch.  Constraints: those of each
-    form for its groups, and groups for every form."""
+    form for its groups, and groups for every form; 2 to MAX_FORMS forms of configs.FORM_TILES
+    (exp. 112: the forms' TMA atoms, A16 views, MMAs and first CTAs reach the kernel as tuples;
+    `configs.width_forms` picks up to three A widths that pad the groups least)."""
 
     MAX_FORMS = configs.MAX_FORMS  # the kernel's form slots
 
