@@ -1237,9 +1237,13 @@ def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
         counts = list(offered) + [sms - sum(p["ctas"] for p in ps[:-1])]
         return max(busiest[(f, c)] for f, c in enumerate(counts))
 
+    def busiest_at(f, c):
+        form_plan(f, c)
+        return busiest[(f, c)]
+
     work = [w * sum(_form_group_k_blocks(sh, t) for sh in fs) for w, t, fs in zip(kb, tiles, f_shapes)]
     if given is None and (len(tiles) > 3 or not set(tiles) <= set(MULTI_FORM_TILES)):
-        given = _water_fill_ctas(len(tiles), sms, work, lambda f, c: (form_plan(f, c), busiest[(f, c)])[1])[:-1]
+        given = _water_fill_ctas(len(tiles), sms, work, busiest_at)[:-1]
     if given is None:
         p0 = [round(sms * w / sum(work)) for w in work[:-1]]
         win = TWO_FORMS_P_WINDOW if len(tiles) == 2 else THREE_FORMS_WINDOW
@@ -1749,6 +1753,9 @@ def _sm90_group_n192_forms(shape, pick: KernelConfig) -> KernelConfig | None:
     return cfg
 
 
+WIDTH_FORMS = 3  # the most A widths `width_forms` takes (more lost: exp. 112)
+
+
 def width_forms(shape) -> tuple:
     """Exp. 112: up to WIDTH_FORMS tiles of FORM_TILES that pad the groups least: the set with the
     lowest total `_form_group_cost` of every group in its cheapest tile of the set (N_g whole
@@ -1777,11 +1784,8 @@ def width_forms(shape) -> tuple:
     return pick[1] if pick else ()
 
 
-WIDTH_FORMS = 3
-
-
 # Exp. 112: the grouped mixed-input kernel in the forms `width_forms` gives (A tiles 64-256 rows
-# in steps of 16, up to MAX_FORMS forms side by side) in place of a mixed-input pick of the
+# in steps of 16, up to WIDTH_FORMS forms side by side) in place of a mixed-input pick of the
 # other rules, where the forms' modelled busiest CTA (`forms_model_us`) is WIDTHS_MARGIN under
 # the pick's.
 WIDTHS_MARGIN = 0.97
