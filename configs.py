@@ -1417,41 +1417,64 @@ def _sm90_group_mixed256_ok(shape) -> bool:
         and a16 <= (WAVE_PLAN_MAX_A16_BYTES if group_wave_plan_applies(shape) else MIXED_GROUP_MAX_A16_BYTES)
 
 
-def stream_k_fill(tile_kbs, sms: int) -> list:
+def _stream_k_fill_at(tile_kbs, sms: int, budget_t: float):
+    """Per-CTA segment lists [(tile, kb0, kb1)] of the greedy fill under the per-CTA budget
+    budget_t, or None where it needs more than sms CTAs (`stream_k_fill`)."""
+    pen = STREAM_K_SEGMENT_KB
+    ctas, i, u = [], 0, 0
+    while i < len(tile_kbs):
+        if len(ctas) == sms:
+            return None
+        budget, segs = budget_t, []
+        while i < len(tile_kbs):
+            kbs = tile_kbs[i]
+            rest = (kbs - u) + (pen if u > 0 else 0)  # a writer pays for its partial
+            if rest <= budget:
+                segs.append((i, u, kbs))
+                budget -= rest
+                i, u = i + 1, 0
+                continue
+            # a part: a writer (u > 0, the CTA's first segment) or the tile's finisher
+            # (u == 0, its last), charged for the partials it will add
+            parts = 1 if u > 0 else max(1, math.ceil(kbs / budget_t) - 1)
+            take = min(int(budget - pen * parts), kbs - u - 1)
+            if take >= 1 and (u > 0 or not segs or take >= 2):
+                segs.append((i, u, u + take))
+                u += take
+            break
+        if not segs:
+            return None
+        ctas.append(segs)
+    return ctas
+
+
+def stream_k_fill_piece(sizes, budget_t: float) -> tuple:
+    """The budgets on which `_stream_k_fill_at` is one function: it depends only on
+    floor(budget_t) and on ceil(kbs / budget_t) for each distinct tile size kbs in `sizes` (k-blocks and
+    STREAM_K_SEGMENT_KB are whole numbers, so the budget left drops by whole numbers from
+    budget_t, exactly, and each comparison and int() in the fill sees only its integer part)."""
+    return (math.floor(budget_t), *(math.ceil(k / budget_t) for k in sizes))
+
+
+def stream_k_fill(tile_kbs, sms: int, memo: bool = True) -> list:
     """Stream-K cut of tiles with `tile_kbs` k-blocks each, in order, into contiguous CTA ranges:
     the smallest per-CTA budget under which a greedy fill needs at most `sms` CTAs.  A split
     tile's k-block-0 segment is its CTA's last work (the finisher, charged
     STREAM_K_SEGMENT_KB k-blocks per partial it adds), every other segment its CTA's first (a
-    writer, charged one partial).  Returns per-CTA lists [(tile index, kb0, kb1)]."""
-    pen = STREAM_K_SEGMENT_KB
+    writer, charged one partial).  Returns per-CTA lists [(tile index, kb0, kb1)].
+    `memo`: fill each `stream_k_fill_piece` once (the binary search's late steps stay in two
+    pieces); the search and its result are those of filling at every step (memo=False), at
+    ~1/4 of the fills (a new grouped shape's `select_config` 2x faster, session 34)."""
+    pieces: dict = {}
+    sizes = sorted(set(tile_kbs))
 
     def fill(budget_t):
-        """Per-CTA segment lists [(tile, kb0, kb1)] under budget_t, or None if over sms CTAs."""
-        ctas, i, u = [], 0, 0
-        while i < len(tile_kbs):
-            if len(ctas) == sms:
-                return None
-            budget, segs = budget_t, []
-            while i < len(tile_kbs):
-                kbs = tile_kbs[i]
-                rest = (kbs - u) + (pen if u > 0 else 0)  # a writer pays for its partial
-                if rest <= budget:
-                    segs.append((i, u, kbs))
-                    budget -= rest
-                    i, u = i + 1, 0
-                    continue
-                # a part: a writer (u > 0, the CTA's first segment) or the tile's finisher
-                # (u == 0, its last), charged for the partials it will add
-                parts = 1 if u > 0 else max(1, math.ceil(kbs / budget_t) - 1)
-                take = min(int(budget - pen * parts), kbs - u - 1)
-                if take >= 1 and (u > 0 or not segs or take >= 2):
-                    segs.append((i, u, u + take))
-                    u += take
-                break
-            if not segs:
-                return None
-            ctas.append(segs)
-        return ctas
+        if not memo:
+            return _stream_k_fill_at(tile_kbs, sms, budget_t)
+        key = stream_k_fill_piece(sizes, budget_t)
+        if key not in pieces:
+            pieces[key] = _stream_k_fill_at(tile_kbs, sms, budget_t)
+        return pieces[key]
 
     total = sum(tile_kbs)
     lo, hi = total / sms, 2 * total / sms + 4 * max(tile_kbs)

@@ -3,6 +3,7 @@ the properties the mixed-input dual kernel's reduction relies on, walked on CPU 
 the kernel walks them (the device functions are plain arithmetic on Python ints here)."""
 
 import dataclasses
+import math
 import random
 
 import pytest
@@ -423,6 +424,27 @@ def test_wave_tail_cuts(kbs):
         assert min(lens) >= 1 and lens[0] == max(lens)
     if kbs == 28:
         assert configs._tail_cuts(28, 3) == (3, [0, 10, 19, 28])
+
+
+def test_stream_k_fill_pieces():
+    """configs.stream_k_fill fills each budget piece once (session 34): (1) a fill is one function
+    on a piece -- random budgets in one `stream_k_fill_piece` give the same segments, and the
+    piece changes where they do; (2) the memoized search returns exactly the fill-every-step
+    search's plan, on random tile lists of 1-3 sizes and CTA counts 1-148."""
+    rnd = random.Random(34)
+    for _ in range(300):
+        tk = [rnd.choice(rnd.sample([1, 2, 3, 5, 8, 12, 16, 28, 56], rnd.randint(1, 3))) for _ in range(rnd.randint(1, 300))]
+        sms = rnd.choice([1, 3, 7, 60, 132, 148])
+        sizes = sorted(set(tk))
+        b0 = rnd.uniform(1, 2 * sum(tk) / sms + 4 * max(tk))
+        fill0 = configs._stream_k_fill_at(tk, sms, b0)
+        for b in [b0 + rnd.uniform(-1, 1) for _ in range(4)] + [math.floor(b0), math.floor(b0) + 1 - 1e-9]:
+            if b <= 0:
+                continue
+            same_piece = configs.stream_k_fill_piece(sizes, b) == configs.stream_k_fill_piece(sizes, b0)
+            if same_piece:
+                assert configs._stream_k_fill_at(tk, sms, b) == fill0, (tk, sms, b0, b)
+        assert configs.stream_k_fill(tk, sms) == configs.stream_k_fill(tk, sms, memo=False), (tk, sms)
 
 
 @pytest.mark.parametrize("shape", _GM_SHAPES, ids=lambda s: f"g{len(s)}-{s[0]}")
