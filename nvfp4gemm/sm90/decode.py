@@ -556,6 +556,13 @@ def st_global_v4_f32(addr: cutlass.Int64, a, b, c, d, *, loc=None, ip=None) -> N
 
 
 @dsl_user_op
+def st_globaltimer(addr: cutlass.Int64, *, loc=None, ip=None) -> None:
+    """The GPU's nanosecond clock (%globaltimer) to 8 bytes of global memory (CTA traces)."""
+    _asm(None, [cutlass.Int64(addr).ir_value(loc=loc, ip=ip)],
+         "{\n.reg .u64 t;\nmov.u64 t, %globaltimer;\nst.global.u64 [$0], t;\n}", "l", True, loc=loc, ip=ip)
+
+
+@dsl_user_op
 def ld_acquire_gpu_u32(addr: cutlass.Int64, *, loc=None, ip=None) -> Int32:
     """ld.acquire.gpu.global.u32: a flag another CTA releases (volatile: re-read each spin)."""
     return Int32(_asm(T.i32(), [cutlass.Int64(addr).ir_value(loc=loc, ip=ip)],

@@ -73,6 +73,8 @@ flag per CTA.
 
 from __future__ import annotations
 
+import os
+
 import cuda.bindings.driver as cuda
 
 import cutlass
@@ -91,6 +93,14 @@ from nvfp4gemm.sm90.grouped_gemm import (META_FIELDS, MAX_GROUPS, cached_launch_
 from nvfp4gemm.sm90.mixed import PREPASS_THREADS, Sm90MixedCommon
 
 SEG_FIELDS = 7  # g, nb, m0, kb0, kb1, s, ns (int32 each; configs.mixed_group_plan)
+
+# Diagnostics only (session 34): with NVFP4_CTA_TRACE=1 in the environment when a kernel is
+# compiled, consumer thread 0 of each CTA writes %globaltimer (ns) to TRACE_SLOT_BYTES per CTA
+# after the stream-K workspace: [start, then per segment j < TRACE_SEGS: after its k-blocks,
+# after its stream-K hand-off, after its store].  Off (the default), the cubins are unchanged.
+CTA_TRACE = os.environ.get("NVFP4_CTA_TRACE") == "1"
+TRACE_SLOT_BYTES = 128
+TRACE_SEGS = 5
 
 
 def launch_views(meta_ptr, pre_offs_ptr, row0_ptr, seg_ptr, seg_offs_ptr, a16_ptr, a16_rows, k_max) -> tuple:
@@ -352,6 +362,11 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         c_stage = Int32(0)
         if cutlass.const_expr(self.c_stage_bytes > 0):
             c_stage = st.sC.data_ptr().toint()
+        trace = Int64(0)
+        if cutlass.const_expr(CTA_TRACE):
+            trace = ws_ptr.toint() + Int64(cute.arch.grid_dim()[0]) * self.PARTIAL_BYTES + Int64(cta) * TRACE_SLOT_BYTES
+            if ct == 0:
+                decode.st_globaltimer(trace)
         for i in cutlass.range(i0, i1, unroll=1):
             acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
@@ -362,6 +377,11 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                 sf_r0 = (segs[(i, 1)] * self.tile_m) % 128 + ra.r0
             bread, aread, afree = self.mainloop_mixed(b_pipe, a_pipe, bread, aread, afree, segs[(i, 3)], segs[(i, 4)],
                                                       tiled_mma, acc, ra, tCrB, b_p, sf_p, sf_r0)
+            stamp = Int64(0)
+            if cutlass.const_expr(CTA_TRACE):
+                stamp = trace + Int64(8 + 24 * (i - i0))
+                if ct == 0 and i - i0 < TRACE_SEGS:
+                    decode.st_globaltimer(stamp)
             s = segs[(i, 5)]
             ns = segs[(i, 6)]
             finish = Int32(1)
@@ -375,11 +395,17 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                 finish = Int32(0)
             elif ns > 1:
                 finish = self.stream_k_handoff(acc, ws_ptr.toint(), flags_ptr.toint(), cta, s, ns, a16_p, ct)
+            if cutlass.const_expr(CTA_TRACE):
+                if ct == 0 and i - i0 < TRACE_SEGS:
+                    decode.st_globaltimer(stamp + 8)
             if cutlass.const_expr(not self.cluster_pairs):  # (a pair rank stored its rows above)
                 if finish != 0:
                     g = segs[(i, 0)]
                     self.store_c_t_staged(acc, tCcC, meta[(g, 2)], segs[(i, 1)] * self.tile_m, segs[(i, 2)],
                                           Int32(meta[(g, 5)]), Int32(meta[(g, 6)]), ct, c_stage)
+            if cutlass.const_expr(CTA_TRACE):
+                if ct == 0 and i - i0 < TRACE_SEGS:
+                    decode.st_globaltimer(stamp + 16)
 
 
 class Sm90GroupedMixedFormsKernel:
@@ -527,8 +553,8 @@ def launch_tables(config: KernelConfig, dev, rows, shapes, narrow_ctas=None) -> 
     return (torch.tensor(meta, dtype=torch.int64, device=dev), i32(halves), i32(row0), i32(plan["segs"]),
             i32(plan["seg_offs"]),
             torch.zeros((plan["a16_rows"], k_max), dtype=torch.float16, device=dev),
-            torch.empty(1 if pairs else ctas * Sm90GroupedMixedKernel.PARTIAL_BYTES // 4, dtype=torch.float32,
-                        device=dev),
+            torch.empty(1 if pairs else ctas * (Sm90GroupedMixedKernel.PARTIAL_BYTES + CTA_TRACE * TRACE_SLOT_BYTES) // 4,
+                        dtype=torch.float32, device=dev),
             torch.zeros(ctas, dtype=torch.int32, device=dev),
             halves[len(shapes)], k_max, plan["a16_rows"], ctas) + ((tuple(plan["splits"]),) if config.forms else ())
 
