@@ -1230,19 +1230,22 @@ def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
             return None
         return ps + [form_plan(len(tiles) - 1, left)]
 
-    def makespan(offered):
+    def spans(offered):
+        """The forms' modelled busiest CTAs, the largest first ((inf,) where the last form gets
+        no CTA): splits compare by it, so of splits with equal makespans the one whose next
+        busiest form is least busy wins (slack where the model is short: exp. 113)."""
         ps = plans(offered)
         if ps is None:
-            return float("inf")
+            return (math.inf,)
         counts = list(offered) + [sms - sum(p["ctas"] for p in ps[:-1])]
-        return max(busiest[(f, c)] for f, c in enumerate(counts))
+        return tuple(sorted((busiest[(f, c)] for f, c in enumerate(counts)), reverse=True))
 
     def busiest_at(f, c):
         form_plan(f, c)
         return busiest[(f, c)]
 
     work = [w * sum(_form_group_k_blocks(sh, t) for sh in fs) for w, t, fs in zip(kb, tiles, f_shapes)]
-    if given is None and (len(tiles) > 3 or not set(tiles) <= set(MULTI_FORM_TILES)):
+    if given is None and len(tiles) > 3:
         given = _water_fill_ctas(len(tiles), sms, work, busiest_at)[:-1]
     if given is None:
         p0 = [round(sms * w / sum(work)) for w in work[:-1]]
@@ -1250,7 +1253,7 @@ def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
         ranges = [range(max(1, p - win), min(sms - 1, p + win) + 1) for p in p0]
         cands = [(c,) for c in ranges[0]] if len(tiles) == 2 else \
             [(a, b) for a in ranges[0] for b in ranges[1] if a + b < sms]
-        given = min(cands, key=makespan)
+        given = min(cands, key=spans)
     given = (given,) if isinstance(given, int) else tuple(given)
     if len(given) != len(tiles) - 1 or not all(1 <= c < sms for c in given) or sum(given) >= sms:
         raise ValueError(f"CTAs offered to the first forms {given}: one per form but the last, each "

@@ -11,7 +11,8 @@ modelled busiest CTA (k-blocks with stream-K charges, configs.plan_cta_loads, an
 configs.FORM_KB_US), and measured from the earliest CTA start: the latest and median CTA end, the
 median k-block time of whole-tile and of split segments (a segment's k-blocks run from the
 previous segment's store, so a CTA's first includes its start-up), and the finishers' hand-off
-waits.  Forms and SPEC as in benchmarks/forms.py (grouped only; a form must
+waits; and the launch: the pre-pass's first start and last end, the main kernel's first and last
+CTA start, its consumers' first start and last store (with 16 groups the pre-pass stamps nothing).  Forms and SPEC as in benchmarks/forms.py (grouped only; a form must
 be a grouped mixed-input config).  The stamps cost one store per event of one thread; timings
 are for comparing forms within a run, not for the bench tables.
 """
@@ -101,6 +102,18 @@ def main() -> int:
     flush = Timer(1).flush_buf
     report = []
     ok_all = True
+    # calibration: the same method around a one-element kernel (launch + event overhead)
+    tiny = torch.zeros(1, device="cuda")
+    cal = []
+    for _ in range(10):
+        flush.zero_()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        tiny.add_(1)
+        e.record()
+        torch.cuda.synchronize()
+        cal.append(s.elapsed_time(e) * 1e3)
+    print(f"one-element kernel under the same method: median {statistics.median(cal):.1f} us", flush=True)
     for shape in parse_shapes("group", args.shapes):
         ms, ns, ks = (list(x) for x in zip(*shape))
         data = R.generate_input(ms, ns, ks, len(shape), 1111, device="cuda", poison_padding=True)
@@ -132,7 +145,7 @@ def main() -> int:
                 bounds = [0, plan["ctas"]]
             assert plan["ctas"] == ctas
             cta_form = [f for f in range(len(tiles)) for _ in range(bounds[f], bounds[f + 1])]
-            region = ws[ctas * GM.Sm90GroupedMixedKernel.PARTIAL_BYTES // 4:].view(torch.int64).view(ctas, -1)
+            region = ws[ctas * GM.Sm90GroupedMixedKernel.PARTIAL_BYTES // 4:].view(torch.int64).view(ctas + 1, -1)
             launch = PackedLaunch(ck.fn, fargs)
             for c in outs:
                 c.fill_(float("nan"))
@@ -149,6 +162,7 @@ def main() -> int:
             runs = []
             for r in range(args.runs):
                 region.fill_(-1)
+                region[ctas, 1] = region[ctas, 3] = 0  # (red.max slots)
                 flush.zero_()
                 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 s.record()
@@ -159,10 +173,18 @@ def main() -> int:
                 per_cta = cta_rows(trace, plan, cta_form)
                 t0 = min(c["start"] for c in per_cta)
                 forms = summarize(per_cta, tiles, plan, t0)
-                runs.append({"event_us": s.elapsed_time(e) * 1e3, "forms": forms, "ctas": per_cta})
+                pre0, pre1, main0, main1 = trace[ctas][:4]
+                span = max(f["end_max_us"] or 0 for f in forms)
+                at = {"prepass_us": (pre1 - pre0) / 1e3, "main_entry_first_us": (main0 - pre0) / 1e3,
+                          "main_entry_last_us": (main1 - pre0) / 1e3, "consumer_start_us": (t0 - pre0) / 1e3,
+                          "last_store_us": (t0 - pre0) / 1e3 + span}
+                runs.append({"event_us": s.elapsed_time(e) * 1e3, "forms": forms, "launch": at, "ctas": per_cta})
                 label = "/".join(str(m) for m in ms) + f" N{ns[0]} K{ks[0]}"
                 print(f"{label} {name} {cfg.short()} run {r}: event {runs[-1]['event_us']:.1f} us, "
-                      f"CTA span {max(f['end_max_us'] or 0 for f in forms):.1f} us", flush=True)
+                      f"CTA span {span:.1f} us; from the pre-pass's start (us): its end {at['prepass_us']:.1f}, "
+                      f"main CTAs enter {at['main_entry_first_us']:.1f}-{at['main_entry_last_us']:.1f}, "
+                      f"consumers start {at['consumer_start_us']:.1f}, last store {at['last_store_us']:.1f}",
+                      flush=True)
                 for f in forms:
                     print(f"   {f['tile'][0]}x{f['tile'][1]}: {f['ctas']:3d} CTAs  model {f['model_kb']:5.1f} kb "
                           f"= {f['model_us']:6.1f} us | end max {f['end_max_us']:6.1f} med {f['end_median_us']:6.1f}"

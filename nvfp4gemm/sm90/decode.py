@@ -563,6 +563,14 @@ def st_globaltimer(addr: cutlass.Int64, *, loc=None, ip=None) -> None:
 
 
 @dsl_user_op
+def red_globaltimer(addr: cutlass.Int64, op: str, *, loc=None, ip=None) -> None:
+    """%globaltimer into 8 bytes of global memory by red.global.{op}.u64 (op min or max: the
+    first / last of many threads' stamps; CTA traces)."""
+    _asm(None, [cutlass.Int64(addr).ir_value(loc=loc, ip=ip)],
+         f"{{\n.reg .u64 t;\nmov.u64 t, %globaltimer;\nred.global.{op}.u64 [$0], t;\n}}", "l", True, loc=loc, ip=ip)
+
+
+@dsl_user_op
 def ld_acquire_gpu_u32(addr: cutlass.Int64, *, loc=None, ip=None) -> Int32:
     """ld.acquire.gpu.global.u32: a flag another CTA releases (volatile: re-read each spin)."""
     return Int32(_asm(T.i32(), [cutlass.Int64(addr).ir_value(loc=loc, ip=ip)],

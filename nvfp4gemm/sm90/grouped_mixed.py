@@ -97,7 +97,11 @@ SEG_FIELDS = 7  # g, nb, m0, kb0, kb1, s, ns (int32 each; configs.mixed_group_pl
 # Diagnostics only (session 34): with NVFP4_CTA_TRACE=1 in the environment when a kernel is
 # compiled, consumer thread 0 of each CTA writes %globaltimer (ns) to TRACE_SLOT_BYTES per CTA
 # after the stream-K workspace: [start, then per segment j < TRACE_SEGS: after its k-blocks,
-# after its stream-K hand-off, after its store].  Off (the default), the cubins are unchanged.
+# after its stream-K hand-off, after its store]; one more slot after them holds [the first
+# pre-pass CTA's start, the last pre-pass CTA's end, the first and the last main-kernel CTA's
+# start] (red.min / red.max; the pre-pass finds the slot in the unused group row
+# MAX_GROUPS - 1 of the group table, so with 16 groups it stamps nothing).  Off (the
+# default), the cubins are unchanged.
 CTA_TRACE = os.environ.get("NVFP4_CTA_TRACE") == "1"
 TRACE_SLOT_BYTES = 128
 TRACE_SEGS = 5
@@ -240,6 +244,11 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         wherever the warp's halves are contiguous in A16 (all but group and row-stride
         seams).  Group padding rows are never written (zero from the allocation)."""
         t, lane, base = self.prepass_begin()
+        trace_slot = Int64(0)
+        if cutlass.const_expr(CTA_TRACE):
+            trace_slot = meta[(MAX_GROUPS - 1, 0)]
+            if cute.arch.thread_idx()[0] == 0 and trace_slot != 0:
+                decode.red_globaltimer(trace_slot, "min")
         dst = Int64(0)
         if t < total_halves:
             g = group_of(t, pre_offs)
@@ -262,6 +271,10 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                 v = decode.ld_shared_v4_u32(base + 16 * q)
                 addr = (Int64(hi) << 32) | (Int64(lo) & 0xFFFFFFFF)
                 decode.st_global_v4_u32(addr + 16 * (q % 4), v[0], v[1], v[2], v[3])
+        if cutlass.const_expr(CTA_TRACE):
+            cute.arch.sync_threads()
+            if cute.arch.thread_idx()[0] == 0 and trace_slot != 0:
+                decode.red_globaltimer(trace_slot + 8, "max")
 
     @cute.kernel
     def kernel(self, tma_a16: cute.CopyAtom, mA16: cute.Tensor, tiled_mma: cute.TiledMma, meta: cute.Tensor,
@@ -278,6 +291,12 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         slot and flag `cta`)."""
         self._make_layouts()
         tidx, _, _ = cute.arch.thread_idx()
+        if cutlass.const_expr(CTA_TRACE):
+            if tidx == 0:
+                grid = Int64(cute.arch.grid_dim()[0])
+                launch_slot = ws_ptr.toint() + grid * (self.PARTIAL_BYTES + TRACE_SLOT_BYTES)
+                decode.red_globaltimer(launch_slot + 16, "min")
+                decode.red_globaltimer(launch_slot + 24, "max")
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         if warp_idx == 0:
             cute.nvgpu.cpasync.prefetch_descriptor(tma_a16)
@@ -540,6 +559,10 @@ def launch_tables(config: KernelConfig, dev, rows, shapes, narrow_ctas=None) -> 
         plan = configs.mixed_group_plan(shapes, sm_count(dev), config.mma_tile_mn, pairs=pairs)
     ctas = plan["ctas"]
     meta = rows + [[0] * META_FIELDS] * (MAX_GROUPS - len(rows))
+    ws_bytes = ctas * Sm90GroupedMixedKernel.PARTIAL_BYTES + CTA_TRACE * (ctas + 1) * TRACE_SLOT_BYTES
+    ws = torch.empty(1 if pairs else ws_bytes // 4, dtype=torch.float32, device=dev)
+    if CTA_TRACE and not pairs and len(rows) < MAX_GROUPS:  # the pre-pass's trace slot
+        meta[MAX_GROUPS - 1] = [ws.data_ptr() + ws_bytes - TRACE_SLOT_BYTES] + [0] * (META_FIELDS - 1)
     halves = [0]
     for m, _n, k in shapes:
         halves.append(halves[-1] + m * (k // 32))
@@ -553,8 +576,7 @@ def launch_tables(config: KernelConfig, dev, rows, shapes, narrow_ctas=None) -> 
     return (torch.tensor(meta, dtype=torch.int64, device=dev), i32(halves), i32(row0), i32(plan["segs"]),
             i32(plan["seg_offs"]),
             torch.zeros((plan["a16_rows"], k_max), dtype=torch.float16, device=dev),
-            torch.empty(1 if pairs else ctas * (Sm90GroupedMixedKernel.PARTIAL_BYTES + CTA_TRACE * TRACE_SLOT_BYTES) // 4,
-                        dtype=torch.float32, device=dev),
+            ws,
             torch.zeros(ctas, dtype=torch.int32, device=dev),
             halves[len(shapes)], k_max, plan["a16_rows"], ctas) + ((tuple(plan["splits"]),) if config.forms else ())
 
