@@ -1200,9 +1200,11 @@ def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
     wide form's first), each group padded to its form's A rows and each form's first row a
     multiple of them (a form TMA-loads whole blocks of its A rows).
     `given` (an int, or one per form but the last) is the CTAs offered to the first forms;
-    chosen here where None, to balance the forms' busiest CTAs under FORM_KB_US: two
-    forms of MULTI_FORM_TILES, every split within TWO_FORMS_P_WINDOW of the work-proportional
-    one; three, every pair within THREE_FORMS_WINDOW; other forms (exp. 112) by
+    chosen here where None, to balance the forms' busiest CTAs under FORM_KB_US: two forms,
+    every split within TWO_FORMS_P_WINDOW of the work-proportional one; three, every pair
+    within THREE_FORMS_WINDOW -- the split whose busiest CTAs, sorted largest first, are least
+    (exp. 113: of equal makespans, the one with the least busy next form; and the window search
+    in place of the water fill for three forms of any tiles) --; more forms (exp. 112) by
     `_water_fill_ctas`.  A form's plan may use fewer CTAs than it is offered; the
     last form gets all the others.
     Returns mixed_group_plan's dict plus splits (the first CTA of each form but the first)
@@ -1813,7 +1815,10 @@ def width_forms(shape) -> tuple:
 # Exp. 112: the grouped mixed-input kernel in the forms `width_forms` gives (A tiles 64-256 rows
 # in steps of 16, up to WIDTH_FORMS forms side by side) in place of a mixed-input pick of the
 # other rules, where the forms' modelled busiest CTA (`forms_model_us`) is WIDTHS_MARGIN under
-# the pick's.
+# the pick's.  Since exp. 113 three widths are split by the window search (the water fill
+# before): 42 of 604 grid shapes change pick, g8 N4096 K7168 among them (0.917 of its two
+# forms, H100); of 5 check picks 4 at 0.862-0.996 and one 1.062 (model 0.970, at the margin).
+# A margin of 0.95 would drop 33 of exp. 112's picks (measured 0.81-0.98 there): kept at 0.97.
 WIDTHS_MARGIN = 0.97
 
 

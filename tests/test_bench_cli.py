@@ -118,3 +118,63 @@ def test_dsmem_copy_benchmark_compiles_and_emits_bulk_copy(tmp_path):
                      options=f"--gpu-arch sm_90a --keep-ptx --dump-dir {d}")
         ptx = read_ptx(sorted(glob.glob(str(d / "*.ptx")))[-1])
         assert needle in ptx and "mapa.shared::cluster" in ptx, mode
+
+
+def test_cta_trace_stamps_compile_only_when_asked(tmp_path):
+    """benchmarks/cta_trace.py's kernels (NVFP4_CTA_TRACE=1 before import, session 34): the grouped
+    mixed-input kernel then carries %globaltimer stamps (per CTA st.global.u64, launch red.min /
+    red.max) for sm_90a; without the variable its PTX has none (the bench and the tests time the
+    kernels as shipped)."""
+    import glob
+
+    import configs
+    from nvfp4gemm import harness
+    from nvfp4gemm.harness import read_ptx
+
+    code = (
+        "import os, sys, glob; sys.path.insert(0, %r)\n"
+        "import nvfp4gemm, configs\n"
+        "from nvfp4gemm import harness\n"
+        "from nvfp4gemm.sm90 import grouped_mixed as GM\n"
+        "assert GM.CTA_TRACE\n"
+        "harness.compile_kernel('group', 'sm_90a', configs.sm90_group_mixed_forms(((256, 80), (128, 176))),\n"
+        "                       configs.GROUP_BENCHMARKS[1], dump_dir=%r)\n" % (ROOT, str(tmp_path / "on")))
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "NVFP4_CTA_TRACE": "1"},
+                   capture_output=True, timeout=600)
+    on = read_ptx(sorted(glob.glob(str(tmp_path / "on" / "*.sm_90a.ptx")))[-1])
+    assert "%globaltimer" in on and "st.global.u64" in on
+    assert "red.global.min.u64" in on and "red.global.max.u64" in on
+    harness.compile_kernel("group", "sm_90a", configs.sm90_group_mixed_forms(((256, 80), (128, 176))),
+                           configs.GROUP_BENCHMARKS[1], dump_dir=str(tmp_path / "off"))
+    off = read_ptx(sorted(glob.glob(str(tmp_path / "off" / "*.sm_90a.ptx")))[-1])
+    assert "%globaltimer" not in off
+
+
+def test_cta_trace_summary():
+    """cta_trace's per-form figures from stamps: synthetic CTAs of a two-form plan, each whole
+    tile 28 k-blocks at 2 us, a split segment at 3 us, a finisher waiting 5 us."""
+    from benchmarks import cta_trace
+
+    import configs
+
+    tiles = ((256, 128), (128, 256))
+    plan = configs.mixed_group_forms_plan(configs.GROUP_BENCHMARKS[0], 132, tiles)
+    bounds = [0] + plan["splits"] + [plan["ctas"]]
+    cta_form = [f for f in range(2) for _ in range(bounds[f], bounds[f + 1])]
+    segs, offs = plan["segs"], plan["seg_offs"]
+    trace = []
+    for c in range(plan["ctas"]):
+        t, row = 0, [1000]
+        for _g, _nb, _m0, kb0, kb1, s, ns in segs[offs[c]:offs[c + 1]]:
+            t += (kb1 - kb0) * (2000 if ns == 1 else 3000)
+            k_end = t
+            t += 5000 if (ns > 1 and s == 0) else 0
+            row += [1000 + k_end, 1000 + t, 2000 + t]
+            t += 1000
+        trace.append(row + [-1] * (16 - len(row)))
+    rows = cta_trace.cta_rows(trace, plan, cta_form)
+    res = cta_trace.summarize(rows, tiles, plan, 1000)
+    assert [r["ctas"] for r in res] == [bounds[1], plan["ctas"] - bounds[1]]
+    for r in res:
+        assert abs(r["whole_kb_us"] - 2.0) < 1e-9 and abs(r["split_kb_us"] - 3.0) < 1e-9
+        assert abs(r["finisher_wait_us"] - 5.0) < 1e-9 and r["end_max_us"] > r["end_median_us"] > 0

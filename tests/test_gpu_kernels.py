@@ -229,12 +229,14 @@ def test_rule_exp111_dual_wide192():
 
 def test_rule_exp112_widths():
     """Exp. 112's rule through custom_kernel: up to three forms of A widths between the powers of
-    two (the leaderboard's g8 N7168 K2048: 80, 176 and 208 rows; 64 and 96 rows beside each
+    two (the leaderboard's g8 N7168 K2048: 80, 176 and 208 rows, split 34 / 75 / 23 since exp.
+    113; g8 N4096 K7168: 80, 128 and 176 rows, split 32 / 64 / 36; 64 and 96 rows beside each
     other), and one alone (g8 M80: 80-row tiles); ragged M_g and K_g, poisoned scale padding,
     two calls."""
     _skip_sm100()
     t = lambda *tiles: configs.sm90_group_mixed_forms(tiles)  # noqa: E731
     cases = ((configs.GROUP_BENCHMARKS[1], t((256, 80), (128, 176), (128, 208))),
+             (configs.GROUP_BENCHMARKS[0], t((256, 80), (256, 128), (128, 176))),
              (((88, 7168, 7168), (8, 7168, 7168), (64, 7168, 7168), (93, 7168, 7168)), t((256, 64), (256, 96))),
              (((80, 4096, 7168),) * 8, configs.sm90_group_mixed(tile=(256, 80))))
     for i, (shape, want) in enumerate(cases):

@@ -332,8 +332,8 @@ def test_grouped_mixed_rule():
     picks a non-swap tile, every N_g >= 4096 and K_g > 4096, and 2 x its 256 x 128 tiles fill
     [0.7, 1] of the SMs (configs._sm90_group_mixed_rule, H100, exp. 79); stream-K by the rules
     of exps. 99-100 and 102 (tests/test_scheduler.py) and where CONFIG_MAP pins it (g2 N3072
-    K4096, now in exp. 112's A widths); g8 N4096 K7168 takes the two-form kernel, g8 N7168 K2048
-    exp. 112's three A widths.  can_implement names N % 256 and, for pairs, K >= 512."""
+    K4096, now in exp. 112's A widths); g8 N4096 K7168 and g8 N7168 K2048 take exp. 112's three A
+    widths (the former since exp. 113's split search).  can_implement names N % 256 and, for pairs, K >= 512."""
     from nvfp4gemm.sm90.grouped_mixed import Sm90GroupedMixedKernel
 
     pairs = configs.sm90_group_mixed(pairs=True)
@@ -341,8 +341,9 @@ def test_grouped_mixed_rule():
     for shape in [((64, 4096, 7168), (128, 4096, 7168), (96, 4096, 7168), (80, 4096, 7168)),
                   ((256, 4096, 7168),) * 2]:
         assert configs.select_config("group", "sm_90a", shape) == pairs, shape
-    # (exp. 102 unpinned g8 N4096 K7168)
-    assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[0]) == configs.sm90_group_mixed_two_forms()
+    # (exp. 102 unpinned g8 N4096 K7168; exp. 113: three A widths, 0.917 of the two forms)
+    assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[0]) == \
+        configs.sm90_group_mixed_forms(((256, 80), (256, 128), (128, 176)))
     assert configs.select_config("group", "sm_90a", configs.GROUP_BENCHMARKS[1]) == \
         configs.sm90_group_mixed_forms(((256, 80), (128, 176), (128, 208)))  # exp. 112
     assert configs.select_config("group", "sm_90a", ((128, 4096, 7168),) * 8) == mixed  # exp. 100
