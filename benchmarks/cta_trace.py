@@ -33,7 +33,7 @@ sys.path.insert(0, ROOT)
 import nvfp4gemm  # noqa: E402,F401  (must precede cutlass)
 
 import configs  # noqa: E402
-from benchmarks.forms import form_config, parse_shapes  # noqa: E402
+from benchmarks.forms import form_config, parse_shapes, poisoned_check  # noqa: E402
 
 
 def cta_rows(trace, plan, cta_form):
@@ -147,14 +147,9 @@ def main() -> int:
             cta_form = [f for f in range(len(tiles)) for _ in range(bounds[f], bounds[f + 1])]
             region = ws[ctas * GM.Sm90GroupedMixedKernel.PARTIAL_BYTES // 4:].view(torch.int64).view(ctas + 1, -1)
             launch = PackedLaunch(ck.fn, fargs)
-            for c in outs:
-                c.fill_(float("nan"))
-            launch()
-            torch.cuda.synchronize()
-            unwritten = sum(int(torch.isnan(c).sum()) for c in outs)
-            ok, msg = R.check_implementation(data, outs)
-            if unwritten or not ok:
-                print(f"{name} {cfg.short()}: WRONG ({unwritten} NaN left) {msg[:200]}", flush=True)
+            wrong = poisoned_check(launch, data, outs, "group")
+            if wrong:
+                print(f"{name} {cfg.short()}: WRONG ({wrong})", flush=True)
                 ok_all = False
                 continue
             for _ in range(3):
