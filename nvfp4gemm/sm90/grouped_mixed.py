@@ -100,8 +100,8 @@ SEG_FIELDS = 7  # g, nb, m0, kb0, kb1, s, ns (int32 each; configs.mixed_group_pl
 # after its stream-K hand-off, after its store]; one more slot after them holds [the first
 # pre-pass CTA's start, the last pre-pass CTA's end, the first and the last main-kernel CTA's
 # start] (red.min / red.max; the pre-pass finds the slot in the unused group row
-# MAX_GROUPS - 1 of the group table, so with 16 groups it stamps nothing).  Off (the
-# default), the cubins are unchanged.
+# MAX_GROUPS - 1 of the group table, so with 16 groups it stamps nothing).  The split-K pairs
+# have no workspace and stamp nothing.  Off (the default), the cubins are unchanged.
 CTA_TRACE = os.environ.get("NVFP4_CTA_TRACE") == "1"
 TRACE_SLOT_BYTES = 128
 TRACE_SEGS = 5
@@ -291,7 +291,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         slot and flag `cta`)."""
         self._make_layouts()
         tidx, _, _ = cute.arch.thread_idx()
-        if cutlass.const_expr(CTA_TRACE):
+        if cutlass.const_expr(CTA_TRACE and not self.cluster_pairs):  # (pairs: no workspace)
             if tidx == 0:
                 grid = Int64(cute.arch.grid_dim()[0])
                 launch_slot = ws_ptr.toint() + grid * (self.PARTIAL_BYTES + TRACE_SLOT_BYTES)
@@ -382,7 +382,8 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         if cutlass.const_expr(self.c_stage_bytes > 0):
             c_stage = st.sC.data_ptr().toint()
         trace = Int64(0)
-        if cutlass.const_expr(CTA_TRACE):
+        traced = CTA_TRACE and not self.cluster_pairs  # (the split-K pairs have no workspace)
+        if cutlass.const_expr(traced):
             trace = ws_ptr.toint() + Int64(cute.arch.grid_dim()[0]) * self.PARTIAL_BYTES + Int64(cta) * TRACE_SLOT_BYTES
             if ct == 0:
                 decode.st_globaltimer(trace)
@@ -397,7 +398,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
             bread, aread, afree = self.mainloop_mixed(b_pipe, a_pipe, bread, aread, afree, segs[(i, 3)], segs[(i, 4)],
                                                       tiled_mma, acc, ra, tCrB, b_p, sf_p, sf_r0)
             stamp = Int64(0)
-            if cutlass.const_expr(CTA_TRACE):
+            if cutlass.const_expr(traced):
                 stamp = trace + Int64(8 + 24 * (i - i0))
                 if ct == 0 and i - i0 < TRACE_SEGS:
                     decode.st_globaltimer(stamp)
@@ -414,7 +415,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                 finish = Int32(0)
             elif ns > 1:
                 finish = self.stream_k_handoff(acc, ws_ptr.toint(), flags_ptr.toint(), cta, s, ns, a16_p, ct)
-            if cutlass.const_expr(CTA_TRACE):
+            if cutlass.const_expr(traced):
                 if ct == 0 and i - i0 < TRACE_SEGS:
                     decode.st_globaltimer(stamp + 8)
             if cutlass.const_expr(not self.cluster_pairs):  # (a pair rank stored its rows above)
@@ -422,7 +423,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                     g = segs[(i, 0)]
                     self.store_c_t_staged(acc, tCcC, meta[(g, 2)], segs[(i, 1)] * self.tile_m, segs[(i, 2)],
                                           Int32(meta[(g, 5)]), Int32(meta[(g, 6)]), ct, c_stage)
-            if cutlass.const_expr(CTA_TRACE):
+            if cutlass.const_expr(traced):
                 if ct == 0 and i - i0 < TRACE_SEGS:
                     decode.st_globaltimer(stamp + 16)
 
