@@ -1178,8 +1178,6 @@ def _cached_plan(fn):
     shapes again, and a multi-form search plans each form at many CTA counts; the plans are
     pure functions of these arguments and the module's constants).  Callers must not mutate
     the returned dict; a script that patches a plan constant clears `_PLAN_CACHE` first."""
-    import functools
-
     @functools.wraps(fn)
     def wrapped(shapes, sms, *args, **kw):
         key = (fn.__name__, _frozen(shapes), sms, _frozen(args), _frozen(sorted(kw.items())))
