@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import os
 from dataclasses import dataclass, replace
 
 # K elements per pipeline stage (one "k-block"): 4 NVFP4 MMA instructions of K=64 on
@@ -1819,6 +1820,13 @@ def width_forms(shape) -> tuple:
 # A margin of 0.95 would drop 33 of exp. 112's picks (measured 0.81-0.98 there): kept at 0.97.
 WIDTHS_MARGIN = 0.97
 
+# Callers whose grouped M_g change from call to call (an MoE layer) set NVFP4_DYNAMIC_M=1 before
+# importing: the rule then stops at exp. 112's A widths, whose forms follow every M_g -- 200 random
+# g8 N4096 K7168 shapes (M_g 1-256) picked 86 distinct configs, each its own compile (~13 s on
+# the CPU of CI), against 6 without them (3-6 for N 2048-7168; session 35).  CONFIG_MAP's entries
+# (the leaderboard shapes) are the full rule's either way.
+DYNAMIC_M = os.environ.get("NVFP4_DYNAMIC_M") == "1"
+
 
 def _sm90_group_widths(shape, pick: KernelConfig) -> KernelConfig | None:
     pick_tiles = pick.forms or (tuple(pick.mma_tile_mn),)
@@ -1885,7 +1893,9 @@ def _sm90_dual_wide192(shape, pick: KernelConfig) -> KernelConfig | None:
     return w192 if mixed_dual_model_us(w192, shape) < MIXED_WIDE192_MARGIN * mixed_dual_model_us(pick, shape) else None
 
 
-def default_config(problem: str, arch: str, shape) -> KernelConfig:
+def default_config(problem: str, arch: str, shape, dynamic_m: bool = False) -> KernelConfig:
+    """The rule's config for a shape; `dynamic_m` (DYNAMIC_M, by `select_config`): without exp.
+    112's A widths."""
     if arch == "sm_100a":
         if problem == "dual":
             m, n, _, _ = shape
@@ -1937,6 +1947,8 @@ def default_config(problem: str, arch: str, shape) -> KernelConfig:
         if _sm90_group_mixed192_ok(shape, pick):
             return sm90_group_mixed(tile=(192, 128))  # exp. 107
         pick = _sm90_group_n192_forms(shape, pick) or pick  # exp. 108
+        if dynamic_m:
+            return pick
         return _sm90_group_widths(shape, pick) or pick  # exp. 112
     cfg = KernelConfig(problem, arch, (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
                        split_k=True)
@@ -2068,5 +2080,5 @@ def select_config(problem: str, arch: str, shape) -> KernelConfig:
     key = (arch, problem, shape_key(problem, shape))
     cfg = CONFIG_MAP.get(key)
     if cfg is None or not fits(cfg, key[2]):
-        cfg = default_config(problem, arch, key[2])
+        cfg = default_config(problem, arch, key[2], dynamic_m=DYNAMIC_M)
     return cfg
