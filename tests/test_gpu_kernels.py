@@ -245,6 +245,21 @@ def test_rule_exp112_widths():
         _run_group_pick(shape, want, 112 + i)
 
 
+def test_dynamic_m_picks(monkeypatch):
+    """configs.DYNAMIC_M (NVFP4_DYNAMIC_M=1: M_g that change every call) through custom_kernel:
+    random M_g sets of one (N, K) run the pre-exp.-112 picks (no A widths), ragged M_g,
+    poisoned scale padding, two calls each."""
+    _skip_sm100()
+    monkeypatch.setattr(configs, "DYNAMIC_M", True)
+    rnd = random.Random(35)
+    for i in range(3):
+        shape = tuple((rnd.randint(1, 256), 4096, 7168) for _ in range(8))
+        cfg = configs.select_config("group", "sm_90a", shape)
+        tiles = cfg.forms or (tuple(cfg.mma_tile_mn),)
+        assert set(tiles) <= set(configs.MULTI_FORM_TILES) | {(256, 64), (128, 128)}, cfg.short()
+        _run_group_pick(shape, cfg, 350 + i)
+
+
 def test_rule_grouped_two_forms_and_mixed256():
     """The rule's two-form kernel (exp. 99: groups of both forms, >= 0.6 of the MACs wide) and
     its (256, 128) mixed form alone (exp. 100) through custom_kernel: ragged M_g and K_g,
