@@ -1821,10 +1821,10 @@ def width_forms(shape) -> tuple:
 WIDTHS_MARGIN = 0.97
 
 # Callers whose grouped M_g change from call to call (an MoE layer) set NVFP4_DYNAMIC_M=1 before
-# importing: the rule then stops at exp. 112's A widths, whose forms follow every M_g -- 200 random
-# g8 N4096 K7168 shapes (M_g 1-256) picked 86 distinct configs, each its own compile (~13 s on
-# the CPU of CI), against 6 without them (3-6 for N 2048-7168; session 35).  CONFIG_MAP's entries
-# (the leaderboard shapes) are the full rule's either way.
+# importing: the rule then stops before exp. 112's A widths, whose forms follow every M_g -- 200
+# random g8 N4096 K7168 shapes (M_g 1-256) picked 86 distinct configs, each its own compile (~13 s
+# on the CPU of CI), against 6 without them (3-6 for N 2048-14336; session 35).  CONFIG_MAP's
+# entries (the leaderboard shapes) are the full rule's either way.
 DYNAMIC_M = os.environ.get("NVFP4_DYNAMIC_M") == "1"
 
 
