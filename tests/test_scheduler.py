@@ -641,6 +641,20 @@ def test_grouped_rule_widths():
         assert pick(shape) == want, shape
 
 
+def test_mixed_a16_stages():
+    """A16 ring depth per A rows (exp. 117): 8 sub-blocks up to 128 rows, 6 up to 224 (208 and 224
+    rows had 5 before: g8 N7168 K2048 0.922 with 6, H100), 5 beyond; every grouped mixed tile's
+    shared memory within the limit."""
+    for tile in sorted(configs.GROUP_MIXED_TILES):
+        cfg = configs.sm90_group_mixed(tile=tile)
+        tn = tile[1]
+        assert configs.mixed_a16_stages(cfg) == (8 if tn <= 128 else 6 if tn <= 224 else 5), tile
+        assert configs.sm90_smem_bytes(cfg) <= configs.SMEM_LIMIT["sm_90a"], tile
+    # a sixth stage of 240 rows would not fit
+    assert configs.sm90_smem_bytes(configs.sm90_group_mixed(tile=(128, 240))) + 240 * 64 * 2 > \
+        configs.SMEM_LIMIT["sm_90a"]
+
+
 def test_grouped_rule_dynamic_m(monkeypatch):
     """configs.DYNAMIC_M (NVFP4_DYNAMIC_M=1, for M_g that change every call): no A widths of exp.
     112, so random M_g of one (N, K) map to a handful of configs (each a compile) where the full
