@@ -23,8 +23,9 @@ a named barrier before the wgmma; here nothing decoded is stored by a thread:
        WG0  producer: all 128 threads cp.async one k-block of packed B_g rows (128B-swizzled)
             and its tile_m / 128 scale atoms into a 2-stage ring (per-group addresses, no
             descriptors); warp 0 also TMA-loads the tile's A16 sub-blocks (tile_n rows x 64
-            fp16) into an 8-stage ring (5 stages of 32 KB with 256-row tiles, 6 of 24 KB with
-            192-row ones, both waited for two at a time; one descriptor over all groups).
+            fp16) into an 8-stage ring (6 stages with 144-224-row tiles, exp. 117, 5 beyond:
+            `configs.mixed_a16_stages`, both waited for two at a time; one descriptor over all
+            groups).
        WG1, WG2  consumers (WG1-WG3 in the three-warpgroup form, 192 rows of B_g, exp. 107:
             one m64 rep each, 512 threads, consumers at 160 registers; its tiles start at row
             0 or 64 of a 128-row scale atom, so each stage holds two and the decode takes the
