@@ -36,11 +36,11 @@ SM90_MAX_ACC_REGS = 128  # fp32 accumulator registers per consumer thread we all
 SM90_A16_STAGES = 8  # fp16 A sub-blocks (tile N x 64) in flight in the mixed-input kernels
 # ... with 256 A rows per tile (32 KB a sub-block, 8 would not fit): waited for in pairs
 SM90_A16_STAGES_WIDE = 5
-SM90_A16_STAGES_192 = 6  # ... with 144-224 A rows (up to 28 KB a sub-block; the grouped (128, 192) form, exp. 108)
-# The most A rows with SM90_A16_STAGES_192 stages (exp. 117: 208 and 224 rows had 5 before, which
+SM90_A16_STAGES_MID = 6  # ... with 144-224 A rows (up to 28 KB a sub-block; the grouped (128, 192) form, exp. 108)
+# The most A rows with SM90_A16_STAGES_MID stages (exp. 117: 208 and 224 rows had 5 before, which
 # fit in 187 / 198 KB; 6 fit in 214 / 226 KB; H100, g8 N7168 K2048 0.922, two check shapes
 # 0.980 / 0.996); 240 rows with 6 would pass the 227 KB of shared memory.
-SM90_A16_STAGES_6_MAX_ROWS = 224
+SM90_A16_MID_MAX_ROWS = 224
 SM_COUNT = {"sm_100a": 148, "sm_90a": 132}
 
 
@@ -207,7 +207,7 @@ def mixed_a16_stages(cfg: KernelConfig) -> int:
     whole) up to tile N 128, 6 up to 224 (28 KB a sub-block; exp. 117) and 5 beyond (the wide
     form's 256: 32 KB), the last two waited for two sub-blocks at a time."""
     tn = cfg.mma_tile_mn[1]
-    return SM90_A16_STAGES if tn <= 128 else SM90_A16_STAGES_192 if tn <= SM90_A16_STAGES_6_MAX_ROWS \
+    return SM90_A16_STAGES if tn <= 128 else SM90_A16_STAGES_MID if tn <= SM90_A16_MID_MAX_ROWS \
         else SM90_A16_STAGES_WIDE
 
 
