@@ -1217,13 +1217,15 @@ def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
     parts = form_groups(shapes, tiles)
     if not all(parts):
         raise ValueError(f"the multi-form kernel needs groups of every form {tiles}")
-    f_shapes = [[shapes[g] for g in gs] for gs in parts]
+    f_shapes = [tuple(tuple(shapes[g]) for g in gs) for gs in parts]
     kb = [FORM_KB_US[t] for t in tiles]
-    busiest = {}  # (form, CTAs) -> its plan's busiest CTA x FORM_KB_US (mixed_group_plan is memoized)
+    f_plans = {}  # (form, CTAs) -> its plan (a local cache: the memo's key costs more than a lookup here)
+    busiest = {}  # (form, CTAs) -> its plan's busiest CTA x FORM_KB_US
 
     def form_plan(f, c):
-        p = mixed_group_plan(f_shapes[f], c, tiles[f])
-        if (f, c) not in busiest:
+        p = f_plans.get((f, c))
+        if p is None:
+            p = f_plans[(f, c)] = mixed_group_plan(f_shapes[f], c, tiles[f])
             busiest[(f, c)] = kb[f] * max(plan_cta_loads(p))
         return p
 
@@ -1259,7 +1261,7 @@ def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
         ranges = [range(max(1, p - win), min(sms - 1, p + win) + 1) for p in p0]
         cands = [(c,) for c in ranges[0]] if len(tiles) == 2 else \
             [(a, b) for a in ranges[0] for b in ranges[1] if a + b < sms]
-        given = min(cands, key=spans)
+        given = _least_span(cands, p0, work, spans, busiest_at)
     given = (given,) if isinstance(given, int) else tuple(given)
     if len(given) != len(tiles) - 1 or not all(1 <= c < sms for c in given) or sum(given) >= sms:
         raise ValueError(f"CTAs offered to the first forms {given}: one per form but the last, each "
@@ -1282,6 +1284,24 @@ def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
         segs += [(parts[f][g], *rest) for g, *rest in p["segs"]]
     return {"segs": segs, "seg_offs": offs, "row0": row0, "a16_rows": base, "ctas": len(offs) - 1,
             "splits": splits, "narrow_ctas": splits[0]}
+
+
+def _least_span(cands, p0, work, spans, busiest_at):
+    """`min(cands, key=spans)` (the first of equal spans in `cands` order), with fewer plans:
+    candidates nearest the work-proportional split `p0` first, and one whose first forms alone
+    are already busier than the best span so far -- by their work over their CTAs (`work`, a
+    bound no plan beats), else by their plans -- is skipped (its span starts with at least
+    that much), which leaves most CTA counts unplanned."""
+    order = sorted(range(len(cands)), key=lambda i: (sum(abs(c - p) for c, p in zip(cands[i], p0)), i))
+    best = None  # (span, index)
+    for i in order:
+        if best is not None and (max(w / c for w, c in zip(work, cands[i])) > best[0][0] or
+                                 max(busiest_at(f, c) for f, c in enumerate(cands[i])) > best[0][0]):
+            continue
+        key = (spans(cands[i]), i)
+        if best is None or key < best:
+            best = key
+    return cands[best[1]]
 
 
 def _water_fill_ctas(forms: int, sms: int, work, busiest) -> list[int]:
@@ -1474,6 +1494,19 @@ def stream_k_fill(tile_kbs, sms: int, memo: bool = True) -> list:
     `memo`: fill each `stream_k_fill_piece` once (the binary search's late steps stay in two
     pieces); the search and its result are those of filling at every step (memo=False), at
     ~1/4 of the fills (a new grouped shape's `select_config` 2x faster, session 34)."""
+    sizes = sorted(set(tile_kbs))
+    if memo and len(sizes) == 1:  # a wave plan's tail: a pure function of three ints, shared by shapes
+        return _stream_k_fill_equal(sizes[0], len(tile_kbs), sms)
+    return _stream_k_fill_search(tile_kbs, sms, memo)
+
+
+@functools.lru_cache(maxsize=2048)
+def _stream_k_fill_equal(kbs: int, tiles: int, sms: int) -> list:
+    """`stream_k_fill` of `tiles` tiles of `kbs` k-blocks each (cached: callers only read it)."""
+    return _stream_k_fill_search([kbs] * tiles, sms, True)
+
+
+def _stream_k_fill_search(tile_kbs, sms: int, memo: bool) -> list:
     pieces: dict = {}
     sizes = sorted(set(tile_kbs))
 

@@ -448,6 +448,33 @@ def test_stream_k_fill_pieces():
         assert configs.stream_k_fill(tk, sms) == configs.stream_k_fill(tk, sms, memo=False), (tk, sms)
 
 
+def test_forms_split_search_pruned(monkeypatch):
+    """The multi-form split search (`configs._least_span`, session 36: candidates nearest the
+    work-proportional split first, and any whose first forms are already busier than the best
+    span so far skipped unplanned) returns exactly the plan of the exhaustive
+    `min(cands, key=spans)`, on random two- and three-form shapes with equal and unequal K_g."""
+    rnd = random.Random(36)
+    form_sets = [((256, 128), (128, 256)), ((256, 128), (128, 192), (128, 256)), ((256, 80), (128, 176), (128, 208)),
+                 ((256, 64), (256, 128), (128, 176)), ((256, 96), (128, 160))]
+    checked = 0
+    while checked < 40:
+        tiles = rnd.choice(form_sets)
+        n, k = rnd.choice([(4096, 7168), (7168, 2048), (3072, 4096), (2048, 2048)])
+        ks = [k] * 8 if rnd.random() < 0.7 else [rnd.choice([k, 1024, 2048]) for _ in range(8)]
+        shape = [(rnd.randint(1, 400), n, kk) for kk in ks[:rnd.randint(2, 8)]]
+        if not all(configs.form_groups(shape, tiles)):
+            continue
+        configs._PLAN_CACHE.clear()
+        fast = configs.mixed_group_forms_plan(shape, 132, tiles)
+        with monkeypatch.context() as mp:
+            mp.setattr(configs, "_least_span", lambda cands, _p0, _work, spans, _busiest: min(cands, key=spans))
+            configs._PLAN_CACHE.clear()
+            slow = configs.mixed_group_forms_plan(shape, 132, tiles)
+        configs._PLAN_CACHE.clear()
+        assert fast == slow, (shape, tiles, fast["splits"], slow["splits"])
+        checked += 1
+
+
 @pytest.mark.parametrize("shape", _GM_SHAPES, ids=lambda s: f"g{len(s)}-{s[0]}")
 def test_mixed_group_plan_pairs(shape):
     """Split-K pairs: tile t (same (g, nb, m0) order) on CTAs 2t and 2t + 1, k-blocks
