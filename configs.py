@@ -1219,38 +1219,34 @@ def mixed_group_forms_plan(shapes, sms: int, tiles, given=None) -> dict:
         raise ValueError(f"the multi-form kernel needs groups of every form {tiles}")
     f_shapes = [tuple(tuple(shapes[g]) for g in gs) for gs in parts]
     kb = [FORM_KB_US[t] for t in tiles]
-    f_plans = {}  # (form, CTAs) -> its plan (a local cache: the memo's key costs more than a lookup here)
-    busiest = {}  # (form, CTAs) -> its plan's busiest CTA x FORM_KB_US
+    stats = {}  # (form, CTAs) -> (CTAs its plan uses, its busiest CTA x FORM_KB_US): no plan built
 
-    def form_plan(f, c):
-        p = f_plans.get((f, c))
-        if p is None:
-            p = f_plans[(f, c)] = mixed_group_plan(f_shapes[f], c, tiles[f])
-            busiest[(f, c)] = kb[f] * max(plan_cta_loads(p))
-        return p
+    def form_stats(f, c):
+        st = stats.get((f, c))
+        if st is None:
+            used, load = mixed_group_plan_stats(f_shapes[f], c, tiles[f])
+            st = stats[(f, c)] = (used, kb[f] * load)
+        return st
 
-    def plans(offered):  # (the last form gets every CTA the others' plans leave)
-        ps = []
-        for f, c in enumerate(offered):
-            ps.append(form_plan(f, c))
-        left = sms - sum(p["ctas"] for p in ps)
-        if left < 1:
-            return None
-        return ps + [form_plan(len(tiles) - 1, left)]
+    def counts_of(offered):  # (the last form gets every CTA the others' plans leave)
+        left = sms - sum(form_stats(f, c)[0] for f, c in enumerate(offered))
+        return None if left < 1 else list(offered) + [left]
 
     def spans(offered):
         """The forms' modelled busiest CTAs, the largest first ((inf,) where the last form gets
         no CTA): splits compare by it, so of splits with equal makespans the one whose next
         busiest form is least busy wins (slack where the model is short: exp. 113)."""
-        ps = plans(offered)
-        if ps is None:
+        counts = counts_of(offered)
+        if counts is None:
             return (math.inf,)
-        counts = list(offered) + [sms - sum(p["ctas"] for p in ps[:-1])]
-        return tuple(sorted((busiest[(f, c)] for f, c in enumerate(counts)), reverse=True))
+        return tuple(sorted((form_stats(f, c)[1] for f, c in enumerate(counts)), reverse=True))
 
     def busiest_at(f, c):
-        form_plan(f, c)
-        return busiest[(f, c)]
+        return form_stats(f, c)[1]
+
+    def plans(offered):
+        counts = counts_of(offered)
+        return None if counts is None else [mixed_group_plan(f_shapes[f], c, tiles[f]) for f, c in enumerate(counts)]
 
     work = [w * sum(_form_group_k_blocks(sh, t) for sh in fs) for w, t, fs in zip(kb, tiles, f_shapes)]
     if given is None and len(tiles) > 3:
@@ -1295,7 +1291,8 @@ def _least_span(cands, p0, work, spans, busiest_at):
     order = sorted(range(len(cands)), key=lambda i: (sum(abs(c - p) for c, p in zip(cands[i], p0)), i))
     best = None  # (span, index)
     for i in order:
-        if best is not None and (max(w / c for w, c in zip(work, cands[i])) > best[0][0] or
+        # (the work bound with slack: work / c can round an ulp above an equal span, a tie)
+        if best is not None and (max(w / c for w, c in zip(work, cands[i])) > best[0][0] * (1 + 1e-9) or
                                  max(busiest_at(f, c) for f, c in enumerate(cands[i])) > best[0][0]):
             continue
         key = (spans(cands[i]), i)
@@ -1623,6 +1620,55 @@ def mixed_group_wave_plan(shapes, sms: int, tile=(256, 128)) -> dict | None:
         rows += segs
         offs.append(len(rows))
     return {"segs": rows, "seg_offs": offs, "row0": row0, "a16_rows": r, "ctas": sms}
+
+
+def _fill_stats(fill) -> tuple[int, float]:
+    """(CTAs, busiest CTA's `plan_cta_loads`) of a `stream_k_fill` result."""
+    parts: dict[int, int] = {}
+    for segs in fill:
+        for i, _kb0, _kb1 in segs:
+            parts[i] = parts.get(i, 0) + 1
+    most = 0.0
+    for segs in fill:
+        load = 0.0
+        for i, kb0, kb1 in segs:
+            ns = parts[i]
+            load += kb1 - kb0 + (STREAM_K_SEGMENT_KB * ((ns - 1) if kb0 == 0 else 1) if ns > 1 else 0)
+        most = max(most, load)
+    return len(fill), most
+
+
+@functools.lru_cache(maxsize=4096)
+def _fill_stats_equal(kbs: int, tiles: int, sms: int) -> tuple[int, float]:
+    return _fill_stats(stream_k_fill([kbs] * tiles, sms))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def mixed_group_plan_stats(shapes, sms: int, tile=(256, 128)) -> tuple[int, float]:
+    """(ctas, max(plan_cta_loads(plan))) of `plan = mixed_group_plan(shapes, sms, tile)`, from
+    counts alone where the wave plan applies (its whole waves, then the tail's cuts or the
+    cached stream-K fill of its equal tiles): the multi-form split search needs only these for
+    each form at each CTA count, and builds the plan of the split it picks (session 36)."""
+    shapes = tuple(tuple(sh) for sh in shapes)
+    tm, tn = tile
+    n_tiles = sum((n // tm) * ceil_div(m, tn) for m, n, _k in shapes)
+    if len({k for _m, _n, k in shapes}) != 1:
+        return _fill_stats(stream_k_fill([k // K_BLOCK for m, n, k in shapes
+                                          for _ in range((n // tm) * ceil_div(m, tn))], sms))
+    kbs = shapes[0][2] // K_BLOCK
+    waves, tail = divmod(n_tiles, sms)
+    if waves == 0:
+        return _fill_stats_equal(kbs, n_tiles, sms)
+    if not tail:
+        return sms, float(waves * kbs)
+    if sms // tail < 2:
+        return sms, waves * kbs + _fill_stats_equal(kbs, tail, sms)[1]
+    s, cuts = _tail_cuts(kbs, min(sms // tail, kbs))
+    if s == 1:
+        return sms, float((waves + 1) * kbs)
+    pen = STREAM_K_SEGMENT_KB
+    seg = max([cuts[1] + pen * (s - 1)] + [b - a + pen for a, b in zip(cuts[1:], cuts[2:])])
+    return sms, waves * kbs + seg
 
 
 @_cached_plan

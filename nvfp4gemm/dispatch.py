@@ -3,7 +3,7 @@
 First call with an input: validate (host, before anything is written) -> arch from the GPU
 -> config -> compile once per (problem, arch, config) -> launch arguments.  Those steps cost
 ~50 µs (dual) to ~300 µs (8 groups) of Python, as much as the kernels themselves (and the
-first call of each new grouped shape plans its schedule: ~23 ms on average and up to ~60 ms
+first call of each new grouped shape plans its schedule: ~7 ms on average and up to ~22 ms
 on the CPU of CI where the rule weighs several tile forms, configs.mixed_group_forms_plan;
 plans are cached), so the
 prepared launch is kept for the most recent inputs and reused while the call passes the

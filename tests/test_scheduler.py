@@ -448,20 +448,44 @@ def test_stream_k_fill_pieces():
         assert configs.stream_k_fill(tk, sms) == configs.stream_k_fill(tk, sms, memo=False), (tk, sms)
 
 
+def test_mixed_group_plan_stats():
+    """configs.mixed_group_plan_stats (session 36: what the multi-form split search reads of a
+    form's plan at a CTA count, from counts alone) equals (ctas, max(plan_cta_loads)) of the
+    built plan, on random shapes with equal K_g (whole waves and a tail cut, or a tail stream-K
+    fill, or fewer tiles than CTAs) and unequal K_g (the stream-K fill), CTA counts 1-148."""
+    rnd = random.Random(361)
+    tiles = sorted(configs.FORM_KB_US)
+    for _ in range(400):
+        tile = rnd.choice(tiles)
+        k = rnd.choice([512, 1536, 2048, 7168])
+        ks = [k] * 8 if rnd.random() < 0.75 else [rnd.choice([256, 1024, 2048, 4096]) for _ in range(8)]
+        shape = tuple((rnd.randint(1, 400), tile[0] * rnd.randint(1, 24), kk) for kk in ks[:rnd.randint(1, 8)])
+        sms = rnd.choice([1, 5, 17, 40, 66, 100, 132, 148])
+        plan = configs.mixed_group_plan(shape, sms, tile)
+        assert configs.mixed_group_plan_stats(shape, sms, tile) == (plan["ctas"], max(configs.plan_cta_loads(plan))), \
+            (shape, sms, tile)
+
+
 def test_forms_split_search_pruned(monkeypatch):
     """The multi-form split search (`configs._least_span`, session 36: candidates nearest the
     work-proportional split first, and any whose first forms are already busier than the best
     span so far skipped unplanned) returns exactly the plan of the exhaustive
-    `min(cands, key=spans)`, on random two- and three-form shapes with equal and unequal K_g."""
+    `min(cands, key=spans)`, on random two- and three-form shapes with equal and unequal K_g, and
+    on a shape whose best split ties another's exactly (a form's work over its CTAs rounded an ulp
+    above the tied span once, which skipped the first of the two)."""
     rnd = random.Random(36)
     form_sets = [((256, 128), (128, 256)), ((256, 128), (128, 192), (128, 256)), ((256, 80), (128, 176), (128, 208)),
                  ((256, 64), (256, 128), (128, 176)), ((256, 96), (128, 160))]
+    tie = ([(m, 7168, 2048) for m in (157, 121, 224, 16, 59, 125, 252, 40)], ((256, 64), (256, 128), (128, 224)))
     checked = 0
     while checked < 40:
-        tiles = rnd.choice(form_sets)
-        n, k = rnd.choice([(4096, 7168), (7168, 2048), (3072, 4096), (2048, 2048)])
-        ks = [k] * 8 if rnd.random() < 0.7 else [rnd.choice([k, 1024, 2048]) for _ in range(8)]
-        shape = [(rnd.randint(1, 400), n, kk) for kk in ks[:rnd.randint(2, 8)]]
+        if checked == 0:
+            shape, tiles = tie
+        else:
+            tiles = rnd.choice(form_sets)
+            n, k = rnd.choice([(4096, 7168), (7168, 2048), (3072, 4096), (2048, 2048)])
+            ks = [k] * 8 if rnd.random() < 0.7 else [rnd.choice([k, 1024, 2048]) for _ in range(8)]
+            shape = [(rnd.randint(1, 400), n, kk) for kk in ks[:rnd.randint(2, 8)]]
         if not all(configs.form_groups(shape, tiles)):
             continue
         configs._PLAN_CACHE.clear()
