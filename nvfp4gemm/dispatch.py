@@ -23,11 +23,12 @@ from cuda.bindings.driver import CUstream
 
 from configs import select_config
 from nvfp4gemm import harness
+from nvfp4gemm.cache import RECENT_PREPARED
 from nvfp4gemm.validate import InputError, arch_of_capability, validate_device, validate_dual, validate_group
 
 _PLANS: dict[tuple, tuple] = {}
 _RECENT: OrderedDict = OrderedDict()  # id(data) -> _Prepared
-_RECENT_MAX = 8
+_RECENT_MAX = RECENT_PREPARED  # kernel-module caches keep these launches' buffers (nvfp4gemm/cache.py)
 
 
 def _capability(device: torch.device) -> tuple[int, int]:

@@ -57,6 +57,7 @@ from cutlass.pipeline import pipeline_init_wait
 
 import configs
 from configs import K_BLOCK, SF_VEC, KernelConfig
+from nvfp4gemm.cache import lru_lookup
 from nvfp4gemm.scheduler import (
     TileInfoPipeline, blocked_tile_range, group_and_rank, grouped_mma_tiles, grouped_tile_offsets,
     linear_to_mnl,
@@ -762,8 +763,8 @@ class Workspace:
 
 
 # Entries must outlive every launch the dispatcher may replay from a cached argument tuple
-# (it keeps the last dispatch._RECENT_MAX inputs); a miss needs a new key, and the
-# dispatcher's entries are among its 8 most recent keys, so 64 is far from evicting them.
+# (nvfp4gemm/cache.py: it keeps the last RECENT_PREPARED inputs, whose entries are among
+# the 8 most recently looked up, so 64 is far from evicting them).
 _CACHE_ENTRIES = 64
 _WORKSPACES: "collections.OrderedDict[tuple, Workspace]" = collections.OrderedDict()
 
@@ -785,14 +786,7 @@ def workspace_lookup(cache, key, build, max_entries: int = _CACHE_ENTRIES):
     the tables), caches it (least recently used evicted) and returns (ws, True); the caller
     launches the setup kernel and then sets ws.setup_done.  Any changed pointer or shape
     changes the key, so stale descriptors are never served."""
-    ws = cache.get(key)
-    if ws is not None:
-        cache.move_to_end(key)
-    else:
-        ws = build(key)
-        cache[key] = ws
-        while len(cache) > max_entries:
-            cache.popitem(last=False)
+    ws, _built = lru_lookup(cache, key, lambda: build(key), max_entries)
     return ws, not ws.setup_done
 
 

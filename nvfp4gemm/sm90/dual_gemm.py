@@ -44,6 +44,8 @@ Constraints (can_implement): configs.check_shape (N % 64 == 0, K % 256 == 0), N 
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import cuda.bindings.driver as cuda
 
 import cutlass
@@ -54,6 +56,7 @@ from cutlass import Int32
 
 from configs import K_BLOCK, KernelConfig, dual_tiles
 from nvfp4gemm import scheduler
+from nvfp4gemm.cache import lru_lookup
 from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90.common import SUB_K, Sm90Common, sm_count
@@ -489,7 +492,7 @@ def compile_args(config: KernelConfig, m: int, n: int, k: int, l: int) -> tuple:
     )
 
 
-_SPLIT_CACHE: dict = {}
+_SPLIT_CACHE: OrderedDict = OrderedDict()  # least recently used first out (nvfp4gemm/cache.py)
 
 
 def split_args(config: KernelConfig, m: int, n: int, k: int, l: int, c):
@@ -500,8 +503,8 @@ def split_args(config: KernelConfig, m: int, n: int, k: int, l: int, c):
     import torch
 
     key = (c.device, c.data_ptr(), config.mma_tile_mn, config.cluster_mn, config.split_k, m, n, k, l)
-    hit = _SPLIT_CACHE.get(key)
-    if hit is None:
+
+    def build():
         tiles = dual_tiles(config, (m, n, k, l))
         if config.cluster_mn == (2, 1):  # split pairs, one cluster per tile, whatever the SMs
             ctas, full, splits = 2 * tiles, 0, 2
@@ -513,10 +516,9 @@ def split_args(config: KernelConfig, m: int, n: int, k: int, l: int, c):
         floats = n_split * splits * config.mma_tile_mn[0] * 2 * config.mma_tile_mn[1]
         ws = torch.empty(max(1, floats), dtype=torch.float32, device=c.device)
         cnt = torch.zeros(max(1, n_split), dtype=torch.int32, device=c.device)
-        if len(_SPLIT_CACHE) > 64:
-            _SPLIT_CACHE.clear()
-        hit = _SPLIT_CACHE[key] = (ws, cnt, scheduler.split_units(tiles, full, splits), full, splits, ctas)
-    return hit
+        return ws, cnt, scheduler.split_units(tiles, full, splits), full, splits, ctas
+
+    return lru_lookup(_SPLIT_CACHE, key, build, 64)[0]
 
 
 def runtime_args(data, config: KernelConfig, stream) -> tuple:

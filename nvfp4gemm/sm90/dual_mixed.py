@@ -88,6 +88,8 @@ or 96 KB) plus a flag per CTA (`stream_k_workspace`).
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import cuda.bindings.driver as cuda
 
 import cutlass
@@ -100,6 +102,7 @@ from cutlass.cute.nvgpu import warpgroup
 import configs
 from configs import K_BLOCK, KernelConfig, check_shape, dual_tiles, mixed_c_stage_bytes, sm90_smem_bytes
 from nvfp4gemm import scheduler
+from nvfp4gemm.cache import lru_lookup
 from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, DualSiluPairs, sm_count
@@ -529,7 +532,8 @@ def compile_args(config: KernelConfig, m: int, n: int, k: int, l: int) -> tuple:
             make_fake_stream())
 
 
-_A16_CACHE: dict = {}
+_A16_CACHE: OrderedDict = OrderedDict()
+WORKSPACE_ENTRIES = 16  # per cache, least recently used first out (nvfp4gemm/cache.py)
 
 
 def a16_rows(config: KernelConfig, m: int) -> int:
@@ -546,17 +550,15 @@ def a16_workspace(c, m: int, k: int, rows: int):
     share one).  Rows past M are zeroed once (the pre-pass writes rows < M only)."""
     import torch
 
-    key = (c.device, c.data_ptr(), m, k, rows)
-    ws = _A16_CACHE.get(key)
-    if ws is None:
-        if len(_A16_CACHE) > 16:
-            _A16_CACHE.clear()
-        ws = _A16_CACHE[key] = torch.empty((rows, k), dtype=torch.float16, device=c.device)
+    def build():
+        ws = torch.empty((rows, k), dtype=torch.float16, device=c.device)
         ws[m:].zero_()
-    return ws
+        return ws
+
+    return lru_lookup(_A16_CACHE, (c.device, c.data_ptr(), m, k, rows), build, WORKSPACE_ENTRIES)[0]
 
 
-_SK_CACHE: dict = {}
+_SK_CACHE: OrderedDict = OrderedDict()
 
 
 def stream_k_plan(config: KernelConfig, m: int, n: int, k: int, device) -> tuple[int, int]:
@@ -576,15 +578,9 @@ def stream_k_workspace(c, ctas: int):
     a16_workspace."""
     import torch
 
-    key = (c.device, c.data_ptr(), ctas)
-    hit = _SK_CACHE.get(key)
-    if hit is None:
-        if len(_SK_CACHE) > 16:
-            _SK_CACHE.clear()
-        hit = _SK_CACHE[key] = (
-            torch.empty(ctas * Sm90DualMixedKernel.PARTIAL_BYTES // 4, dtype=torch.float32, device=c.device),
-            torch.zeros(ctas, dtype=torch.int32, device=c.device))
-    return hit
+    return lru_lookup(_SK_CACHE, (c.device, c.data_ptr(), ctas), lambda: (
+        torch.empty(ctas * Sm90DualMixedKernel.PARTIAL_BYTES // 4, dtype=torch.float32, device=c.device),
+        torch.zeros(ctas, dtype=torch.int32, device=c.device)), WORKSPACE_ENTRIES)[0]
 
 
 def runtime_args(data, config: KernelConfig, stream) -> tuple:

@@ -38,6 +38,8 @@ K_g % 256 == 0, M_g >= 1, L == 1, 2 consumer warpgroups, tile 128 x (64, 128 or 
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import cuda.bindings.driver as cuda
 
 import cutlass
@@ -48,6 +50,7 @@ from cutlass import Int32, Int64
 
 from configs import K_BLOCK, KernelConfig
 from nvfp4gemm import scheduler
+from nvfp4gemm.cache import lru_lookup
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, Sm90Common, sm_count
 
@@ -462,20 +465,19 @@ def group_table_rows(data) -> tuple[list, list]:
     return rows, [(m, n, k) for m, n, k, _l in sizes]
 
 
-_TABLES: dict = {}
+_TABLES: OrderedDict = OrderedDict()
+# Least recently used tables go first beyond this (nvfp4gemm/cache.py); an entry of the grouped
+# mixed kernels holds its A16 buffer (up to tens of MB), so M_g that change every call (MoE)
+# keep at most this many.
+TABLE_ENTRIES = 16
 
 
 def cached_launch_tables(key, build) -> tuple:
     """`build()` (a `launch_tables` result) cached by `key`, which must hold the config and
     every tensor address and size the tables depend on, so a repeated call on the same buffers
     allocates and copies nothing.  One cache for the grouped, grouped skinny and dual swap
-    kernels; at most 65 entries."""
-    hit = _TABLES.get(key)
-    if hit is None:
-        if len(_TABLES) > 64:
-            _TABLES.clear()
-        hit = _TABLES[key] = build()
-    return hit
+    kernels (`cache.lru_lookup`: the dispatcher's kept launches keep their tables)."""
+    return lru_lookup(_TABLES, key, build, TABLE_ENTRIES)[0]
 
 
 def grouped_tables(config: KernelConfig, data) -> tuple:
