@@ -76,6 +76,35 @@ def test_grouped(shape, seed):
     _run(R.generate_input(ms, ns, ks, len(shape), seed, device="cuda"), "group")
 
 
+def test_kept_launch_outlives_many_new_outputs():
+    """custom_kernel replays its kept launches (the last RECENT_PREPARED inputs) from raw
+    pointers.  After more new dual outputs than the A16 cache holds, a kept input must still be
+    correct and write nothing outside its own buffers: a canary the size of an A16 buffer,
+    allocated after the new inputs (where a freed one would be handed out again), stays intact
+    (nvfp4gemm/cache.py; the caches once cleared themselves whole when full)."""
+    from nvfp4gemm.dispatch import custom_kernel
+    from nvfp4gemm.sm90 import dual_mixed
+
+    _skip_sm100("sm_90a workspaces")
+    shape = (384, 2048, 2048, 1)
+    assert configs.select_config("dual", "sm_90a", shape).a_prepass, "needs a kernel with an A16 buffer"
+    inputs = [R.generate_input(*shape, 7 + i, device="cuda") for i in range(dual_mixed.WORKSPACE_ENTRIES + 1)]
+    for data in inputs:
+        custom_kernel(data)
+    torch.cuda.synchronize()
+    # as many canaries as there are A16 buffers in the cache: a freed one would become one of them
+    canary = torch.full((dual_mixed.WORKSPACE_ENTRIES, 384, 2048), 7.0, dtype=torch.float16, device="cuda")
+    canary = [canary[i].clone() for i in range(dual_mixed.WORKSPACE_ENTRIES)]
+    kept = inputs[-2]
+    kept[-1].fill_(float("nan"))
+    out = custom_kernel(kept)
+    torch.cuda.synchronize()
+    assert not torch.isnan(out).any(), "kept launch: output not fully written"
+    ok, msg = R.check_implementation(kept, out)
+    assert ok, msg
+    assert all(bool((t == 7.0).all()) for t in canary), "a kept launch wrote into memory it no longer owns"
+
+
 def test_dual_poisoned_padding():
     """Scale padding filled with NaN must never reach C."""
     data = R.generate_input(256, 384, 512, 1, 7, device="cuda", poison_padding=True)
