@@ -1560,6 +1560,7 @@ def _group_tiles(shapes, tile) -> tuple[list, list, int]:
     return tiles, row0, r
 
 
+@functools.lru_cache(maxsize=4096)  # (callers only read the cuts)
 def _tail_cuts(kbs: int, most: int) -> tuple[int, list[int]]:
     """(s, k-block cuts) of a wave plan's tail tile split over s <= `most` CTAs: the finisher
     (k-blocks [0, cuts[1])) gets STREAM_K_WRITE_KB more than each writer, since it waits for
