@@ -137,10 +137,13 @@ def test_workspace_lookup_reuses_and_revalidates():
     # Back to the first tensors: still cached.
     _ws5, setup5 = gg.workspace_lookup(cache, key, build)
     assert not setup5 and build.builds == 3
-    # Least recently used entries are evicted beyond max_entries.
-    for i in range(3):
-        gg.workspace_lookup(cache, (cfg, key[1], (i,)), build, max_entries=3)
-    assert len(cache) == 3 and key not in cache
+    # Least recently used entries are evicted beyond max_entries (at least the dispatcher's
+    # kept launches: nvfp4gemm/cache.py refuses fewer).
+    for i in range(8):
+        gg.workspace_lookup(cache, (cfg, key[1], (i,)), build, max_entries=8)
+    assert len(cache) == 8 and key not in cache
+    with pytest.raises(ValueError, match="kept launch"):
+        gg.workspace_lookup(cache, key, build, max_entries=3)
 
 
 def _cpu_group_data(shapes):
