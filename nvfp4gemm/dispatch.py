@@ -23,10 +23,11 @@ from cuda.bindings.driver import CUstream
 
 from configs import select_config
 from nvfp4gemm import harness
-from nvfp4gemm.cache import RECENT_PREPARED
+from nvfp4gemm.cache import RECENT_PREPARED, lru_lookup
 from nvfp4gemm.validate import InputError, arch_of_capability, validate_device, validate_dual, validate_group
 
-_PLANS: dict[tuple, tuple] = {}
+_PLANS: OrderedDict = OrderedDict()  # (problem, shape, device) -> plan()
+PLAN_ENTRIES = 4096
 _RECENT: OrderedDict = OrderedDict()  # id(data) -> _Prepared
 _RECENT_MAX = RECENT_PREPARED  # kernel-module caches keep these launches' buffers (nvfp4gemm/cache.py)
 
@@ -36,20 +37,22 @@ def _capability(device: torch.device) -> tuple[int, int]:
 
 
 def plan(problem: str, shape, device: torch.device):
-    """(arch, config, compiled kernel, kernel module) for this problem shape on `device`."""
-    key = (problem, shape, device)
-    p = _PLANS.get(key)
-    if p is None:
-        arch = arch_of_capability(_capability(device))
-        cfg = select_config(problem, arch, shape)
-        mod, cls = harness.kernel_module(problem, arch, cfg)
-        try:  # arch-specific shape rules (e.g. sm_100a dual M % 128), before any launch
-            cls.can_implement(cfg, *shape) if problem == "dual" else cls.can_implement(cfg, shape)
-        except ValueError as e:
-            raise InputError(f"{arch} {problem} kernel: {e}") from e
-        ck = harness.compile_kernel(problem, arch, cfg, shape)
-        p = _PLANS[key] = (arch, cfg, ck, mod)
-    return p
+    """(arch, config, compiled kernel, kernel module) for this problem shape on `device` (cached
+    per shape, the least recently used dropped beyond PLAN_ENTRIES: grouped M_g that change every
+    call would grow it forever)."""
+    return lru_lookup(_PLANS, (problem, shape, device), lambda: _plan(problem, shape, device), PLAN_ENTRIES)[0]
+
+
+def _plan(problem: str, shape, device: torch.device):
+    arch = arch_of_capability(_capability(device))
+    cfg = select_config(problem, arch, shape)
+    mod, cls = harness.kernel_module(problem, arch, cfg)
+    try:  # arch-specific shape rules (e.g. sm_100a dual M % 128), before any launch
+        cls.can_implement(cfg, *shape) if problem == "dual" else cls.can_implement(cfg, shape)
+    except ValueError as e:
+        raise InputError(f"{arch} {problem} kernel: {e}") from e
+    ck = harness.compile_kernel(problem, arch, cfg, shape)
+    return arch, cfg, ck, mod
 
 
 def _identity(data):
