@@ -1781,8 +1781,9 @@ def sm90_group_ranked(shape) -> KernelConfig | None:
     return min(cands, key=lambda c: sm90_group_cost(c, shape)) if cands else None
 
 
-def _sm90_group_pick(problem: str, shape, best: KernelConfig) -> KernelConfig:
-    """The sm_90a grouped rule before exp. 107, given the cost ranking's stored-decode tile."""
+def _sm90_group_pick(problem: str, shape, best: KernelConfig, dynamic_m: bool = False) -> KernelConfig:
+    """The sm_90a grouped rule before exp. 107, given the cost ranking's stored-decode tile
+    (`dynamic_m`: without exp. 99's two forms, whose split is searched per shape)."""
     # split_k compiled in even where the plan does not split: without it the grouped
     # kernel measured 2-9% slower on the three unsplit benchmark cases (H200, same run;
     # the dual kernel the other way round, 1-2% faster: notes/sm90.md experiment 26)
@@ -1791,7 +1792,7 @@ def _sm90_group_pick(problem: str, shape, best: KernelConfig) -> KernelConfig:
         return mixed
     if not best.swap_ab and _sm90_group_wide_ok(shape):
         return sm90_group_mixed(tile=(128, 256))  # exp. 93
-    if not best.swap_ab and _sm90_group_two_forms_ok(shape):
+    if not best.swap_ab and not dynamic_m and _sm90_group_two_forms_ok(shape):
         return sm90_group_mixed_two_forms()  # exp. 99
     if not best.swap_ab and _sm90_group_mixed256_ok(shape):
         return sm90_group_mixed()  # exp. 100
@@ -1822,8 +1823,7 @@ def mixed_group_model_us(shape, tile) -> float:
     """The grouped mixed-input plan's busiest CTA (k-blocks with its stream-K charges,
     `plan_cta_loads`) times the form's k-block time (MIXED_MODEL_KB_US, fitted on the dual
     kernel: the grouped loop is the same)."""
-    plan = mixed_group_plan(shape, SM_COUNT["sm_90a"], tile)
-    return MIXED_MODEL_KB_US[tuple(tile)] * max(plan_cta_loads(plan))
+    return MIXED_MODEL_KB_US[tuple(tile)] * mixed_group_plan_stats(_frozen(shape), SM_COUNT["sm_90a"], tuple(tile))[1]
 
 
 # Exp. 108: the (128, 192) form (m64 x n192 wgmmas) takes the groups it runs for less
@@ -1841,8 +1841,7 @@ def forms_model_us(shape, tiles) -> float:
     or several side by side: the largest of each form's busiest CTA (`plan_cta_loads`) times
     its FORM_KB_US."""
     if len(tiles) == 1:
-        plan = mixed_group_plan(shape, SM_COUNT["sm_90a"], tiles[0])
-        return FORM_KB_US[tuple(tiles[0])] * max(plan_cta_loads(plan))
+        return FORM_KB_US[tuple(tiles[0])] * mixed_group_plan_stats(_frozen(shape), SM_COUNT["sm_90a"], tuple(tiles[0]))[1]
     plan = mixed_group_forms_plan(shape, SM_COUNT["sm_90a"], tiles)
     bounds = [0] + plan["splits"] + [plan["ctas"]]
     loads = plan_cta_loads(plan)
@@ -1908,8 +1907,12 @@ WIDTHS_MARGIN = 0.97
 # Callers whose grouped M_g change from call to call (an MoE layer) set NVFP4_DYNAMIC_M=1 before
 # importing: the rule then stops before exp. 112's A widths, whose forms follow every M_g -- 200
 # random g8 N4096 K7168 shapes (M_g 1-256) picked 86 distinct configs, each its own compile (~13 s
-# on the CPU of CI), against 6 without them (3-6 for N 2048-14336; session 35).  CONFIG_MAP's
-# entries (the leaderboard shapes) are the full rule's either way.
+# on the CPU of CI), against 6 without them (3-6 for N 2048-14336; session 35).  Since session 36
+# (exp. 119) it also skips the multi-form kernels (exps. 99 and 108), whose CTA split is searched
+# per shape on the host: a custom_kernel call with new M_g then costs 1.6-1.7 ms of host time on
+# the H100 machine, not 5.0-5.4, for kernels 1.088x slower (geomean; 0.99-1.22 on 12 random g4-16
+# shapes) -- the right trade where every call is a new shape.  CONFIG_MAP's entries (the
+# leaderboard shapes) are the full rule's either way.
 DYNAMIC_M = os.environ.get("NVFP4_DYNAMIC_M") == "1"
 
 
@@ -2028,12 +2031,12 @@ def default_config(problem: str, arch: str, shape, dynamic_m: bool = False) -> K
         return sm90_group_skinny(shape)
     best = sm90_group_ranked(shape)
     if best is not None:
-        pick = _sm90_group_pick(problem, shape, best)
+        pick = _sm90_group_pick(problem, shape, best, dynamic_m)
         if _sm90_group_mixed192_ok(shape, pick):
             return sm90_group_mixed(tile=(192, 128))  # exp. 107
-        pick = _sm90_group_n192_forms(shape, pick) or pick  # exp. 108
         if dynamic_m:
             return pick
+        pick = _sm90_group_n192_forms(shape, pick) or pick  # exp. 108
         return _sm90_group_widths(shape, pick) or pick  # exp. 112
     cfg = KernelConfig(problem, arch, (128, 64), mma_warpgroups=2, epi_tile_mn=(128, 32), rs_a=True,
                        split_k=True)

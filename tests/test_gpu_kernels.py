@@ -276,16 +276,16 @@ def test_rule_exp112_widths():
 
 def test_dynamic_m_picks(monkeypatch):
     """configs.DYNAMIC_M (NVFP4_DYNAMIC_M=1: M_g that change every call) through custom_kernel:
-    random M_g sets of one (N, K) run the pre-exp.-112 picks (no A widths), ragged M_g,
-    poisoned scale padding, two calls each."""
+    random M_g sets of three (N, K) run single-form picks (no A widths, no multi-form kernel),
+    ragged M_g, poisoned scale padding, two calls each."""
     _skip_sm100()
     monkeypatch.setattr(configs, "DYNAMIC_M", True)
     rnd = random.Random(35)
-    for i in range(3):
-        shape = tuple((rnd.randint(1, 256), 4096, 7168) for _ in range(8))
+    for i, (n, k) in enumerate([(4096, 7168), (7168, 2048), (2048, 7168)]):
+        shape = tuple((rnd.randint(1, 256), n, k) for _ in range(8))
         cfg = configs.select_config("group", "sm_90a", shape)
-        tiles = cfg.forms or (tuple(cfg.mma_tile_mn),)
-        assert set(tiles) <= set(configs.MULTI_FORM_TILES) | {(256, 64), (128, 128)}, cfg.short()
+        assert not cfg.forms and tuple(cfg.mma_tile_mn) in set(configs.MULTI_FORM_TILES) | {(256, 64), (128, 128)}, \
+            cfg.short()
         _run_group_pick(shape, cfg, 350 + i)
 
 
