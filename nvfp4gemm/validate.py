@@ -13,47 +13,49 @@ class InputError(ValueError):
     """Bad input to custom_kernel; raised before any output is written."""
 
 
-def _need(cond: bool, msg: str) -> None:
+def _need(cond: bool, msg) -> None:
+    """InputError(msg) unless cond; `msg` a string or a function giving it (formatted only on
+    failure: a grouped call checks ~60 tensors, and eager messages were most of its cost)."""
     if not cond:
-        raise InputError(msg)
+        raise InputError(msg() if callable(msg) else msg)
 
 
 def _check_operand(name: str, x, mn: int, k: int, l: int) -> None:
-    _need(isinstance(x, torch.Tensor), f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    _need(x.dtype == FP4, f"{name} must have dtype torch.float4_e2m1fn_x2 (packed NVFP4), got {x.dtype}")
-    _need(tuple(x.shape) == (mn, k // 2, l), f"{name} must have shape {(mn, k // 2, l)} (mn, K/2, L), got {tuple(x.shape)}")
+    _need(isinstance(x, torch.Tensor), lambda: f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    _need(x.dtype == FP4, lambda: f"{name} must have dtype torch.float4_e2m1fn_x2 (packed NVFP4), got {x.dtype}")
+    _need(tuple(x.shape) == (mn, k // 2, l), lambda: f"{name} must have shape {(mn, k // 2, l)} (mn, K/2, L), got {tuple(x.shape)}")
     _need(x.stride(1) == 1 and x.stride(0) == k // 2,
-          f"{name} must be K-major with strides ({k // 2}, 1, ...), got {x.stride()}")
-    _need(l == 1 or x.stride(2) == mn * k // 2, f"{name}: batches must be contiguous (stride(2) == {mn * k // 2}), got {x.stride()}")
+          lambda: f"{name} must be K-major with strides ({k // 2}, 1, ...), got {x.stride()}")
+    _need(l == 1 or x.stride(2) == mn * k // 2, lambda: f"{name}: batches must be contiguous (stride(2) == {mn * k // 2}), got {x.stride()}")
 
 
 def _check_scales(name: str, sf, mn: int, k: int, l: int) -> None:
-    _need(isinstance(sf, torch.Tensor), f"{name} must be a torch.Tensor")
-    _need(sf.dtype == FP8, f"{name} must have dtype torch.float8_e4m3fn, got {sf.dtype}")
-    _need(tuple(sf.shape) == (mn, k // SF_VEC, l), f"{name} must have shape {(mn, k // SF_VEC, l)} (mn, K/16, L), got {tuple(sf.shape)}")
+    _need(isinstance(sf, torch.Tensor), lambda: f"{name} must be a torch.Tensor")
+    _need(sf.dtype == FP8, lambda: f"{name} must have dtype torch.float8_e4m3fn, got {sf.dtype}")
+    _need(tuple(sf.shape) == (mn, k // SF_VEC, l), lambda: f"{name} must have shape {(mn, k // SF_VEC, l)} (mn, K/16, L), got {tuple(sf.shape)}")
 
 
 def _check_permuted(name: str, sfp, mn: int, k: int, l: int) -> None:
     want = permuted_shape(mn, k // SF_VEC, l)
-    _need(isinstance(sfp, torch.Tensor), f"{name} must be a torch.Tensor")
-    _need(sfp.dtype == FP8, f"{name} must have dtype torch.float8_e4m3fn, got {sfp.dtype}")
-    _need(tuple(sfp.shape) == want, f"{name} must have the permuted shape {want} (32, 4, ceil(mn/128), 4, ceil(K/64), L), got {tuple(sfp.shape)}")
+    _need(isinstance(sfp, torch.Tensor), lambda: f"{name} must be a torch.Tensor")
+    _need(sfp.dtype == FP8, lambda: f"{name} must have dtype torch.float8_e4m3fn, got {sfp.dtype}")
+    _need(tuple(sfp.shape) == want, lambda: f"{name} must have the permuted shape {want} (32, 4, ceil(mn/128), 4, ceil(K/64), L), got {tuple(sfp.shape)}")
     rm, rk = want[2], want[4]
     strides = (16, 4, rk * 512, 1, 512, rm * rk * 512)
-    _need(sfp.stride() == strides, f"{name} must be the permutation (3,4,1,5,2,0) of a contiguous (L, rm, rk, 32, 4, 4) tensor, strides {strides}; got {sfp.stride()}")
+    _need(sfp.stride() == strides, lambda: f"{name} must be the permutation (3,4,1,5,2,0) of a contiguous (L, rm, rk, 32, 4, 4) tensor, strides {strides}; got {sfp.stride()}")
 
 
 def _check_output(name: str, c, m: int, n: int, l: int) -> None:
-    _need(isinstance(c, torch.Tensor), f"{name} must be a torch.Tensor")
-    _need(c.dtype == torch.float16, f"{name} must have dtype torch.float16, got {c.dtype}")
-    _need(tuple(c.shape) == (m, n, l), f"{name} must have shape {(m, n, l)} (M, N, L), got {tuple(c.shape)}")
+    _need(isinstance(c, torch.Tensor), lambda: f"{name} must be a torch.Tensor")
+    _need(c.dtype == torch.float16, lambda: f"{name} must have dtype torch.float16, got {c.dtype}")
+    _need(tuple(c.shape) == (m, n, l), lambda: f"{name} must have shape {(m, n, l)} (M, N, L), got {tuple(c.shape)}")
     _need(c.stride(1) == 1 and c.stride(0) == n and (l == 1 or c.stride(2) == m * n),
-          f"{name} must be row-major per batch with strides ({n}, 1, {m * n}), got {c.stride()}")
+          lambda: f"{name} must be row-major per batch with strides ({n}, 1, {m * n}), got {c.stride()}")
 
 
 def _check_aligned(tensors) -> None:
     for name, t in tensors:
-        _need(t.data_ptr() % 16 == 0, f"{name} must be 16-byte aligned (TMA), data_ptr % 16 = {t.data_ptr() % 16}")
+        _need(t.data_ptr() % 16 == 0, lambda: f"{name} must be 16-byte aligned (TMA), data_ptr % 16 = {t.data_ptr() % 16}")
 
 
 def validate_dual(data):
@@ -90,13 +92,13 @@ def validate_group(data):
     abc, sfs, sfs_p, sizes = data
     g = len(sizes)
     _need(len(abc) == g and len(sfs) == g and len(sfs_p) == g,
-          f"abc, sfasfb, sfasfb_perm and problem_sizes must have one entry per group; got {len(abc)}, {len(sfs)}, {len(sfs_p)}, {g}")
+          lambda: f"abc, sfasfb, sfasfb_perm and problem_sizes must have one entry per group; got {len(abc)}, {len(sfs)}, {len(sfs_p)}, {g}")
     shape = []
     used = []
     for gi, ((a, b, c), (sfa, sfb), (sfa_p, sfb_p), size) in enumerate(zip(abc, sfs, sfs_p, sizes)):
-        _need(len(size) == 4, f"problem_sizes[{gi}] must be (M, N, K, L), got {size}")
+        _need(len(size) == 4, lambda: f"problem_sizes[{gi}] must be (M, N, K, L), got {size}")
         m, n, k, l = (int(x) for x in size)
-        _need(l == 1, f"group {gi}: L={l}; grouped problems need L == 1")
+        _need(l == 1, lambda: f"group {gi}: L={l}; grouped problems need L == 1")
         shape.append((m, n, k))
         pre = f"group {gi}: "
         _check_operand(pre + "a", a, m, k, l)
@@ -116,8 +118,8 @@ def validate_device(used) -> torch.device:
     """All tensors the kernel reads or writes on one CUDA device, 16-byte aligned."""
     dev = used[0][1].device
     for name, t in used:
-        _need(t.device.type == "cuda", f"{name} is on {t.device}: the kernels need CUDA tensors on an sm_100 (B200) or sm_90 (H100/H200) GPU")
-        _need(t.device == dev, f"{name} is on {t.device}, but {used[0][0]} is on {dev}: all tensors must share one GPU")
+        _need(t.device.type == "cuda", lambda: f"{name} is on {t.device}: the kernels need CUDA tensors on an sm_100 (B200) or sm_90 (H100/H200) GPU")
+        _need(t.device == dev, lambda: f"{name} is on {t.device}, but {used[0][0]} is on {dev}: all tensors must share one GPU")
     _check_aligned(used)
     return dev
 
