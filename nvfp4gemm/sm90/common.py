@@ -50,6 +50,30 @@ def sm_count(dev) -> int:
     return _SMS[dev]
 
 
+def device_tables(dev, *tables) -> list:
+    """Device copies of host tables, each given as (nested list of ints, torch dtype), through
+    one pinned host buffer and one non-blocking copy (each 16-byte aligned on the device).
+    `torch.tensor(..., device=cuda)` per table is a synchronous copy each, so a new grouped
+    shape made the host wait for the GPU's queue once per table (five for the mixed kernels);
+    the pinned block is not reused before the copy has run (PyTorch's host allocator records
+    the stream's use)."""
+    import torch
+
+    if torch.cuda.is_current_stream_capturing():  # (a captured copy would replay a reused block)
+        raise RuntimeError("a grouped launch is being prepared inside CUDA-graph capture: call custom_kernel "
+                           "once with these inputs before capturing")
+    host = [torch.tensor(v, dtype=dt) for v, dt in tables]
+    offs, total = [], 0
+    for h in host:
+        offs.append(total)
+        total += -(-h.numel() * h.element_size() // 16) * 16
+    buf = torch.empty(max(total, 16), dtype=torch.uint8, pin_memory=True)
+    for h, o in zip(host, offs):
+        buf[o:o + h.numel() * h.element_size()] = h.flatten().view(torch.uint8)
+    dbuf = buf.to(dev, non_blocking=True)
+    return [dbuf[o:o + h.numel() * h.element_size()].view(h.dtype).view(h.shape) for h, o in zip(host, offs)]
+
+
 class _Epi:
     """Register/shared-memory plumbing of the epilogue (plain holder of traced values)."""
 

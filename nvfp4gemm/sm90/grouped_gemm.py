@@ -52,7 +52,7 @@ from configs import K_BLOCK, KernelConfig
 from nvfp4gemm import scheduler
 from nvfp4gemm.cache import lru_lookup
 from nvfp4gemm.sm90 import decode
-from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, Sm90Common, sm_count
+from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, Sm90Common, device_tables, sm_count
 
 MAX_GROUPS = 16
 META_FIELDS = 8  # a, b, c, sfa_perm, sfb_perm, M, N, K (int64 each)
@@ -426,8 +426,7 @@ def launch_tables(config: KernelConfig, dev, rows, offs, total: int, k_blocks) -
     import torch
 
     rows = rows + [[0] * META_FIELDS] * (MAX_GROUPS - len(rows))
-    meta_t = torch.tensor(rows, dtype=torch.int64, device=dev)
-    offs_t = torch.tensor(offs, dtype=torch.int32, device=dev)
+    meta_t, offs_t = device_tables(dev, (rows, torch.int64), (offs, torch.int32))
     if config.split_k:
         ctas, full, splits = scheduler.split_plan(total, sm_count(dev), k_blocks)
     else:

@@ -88,7 +88,7 @@ from cutlass.cute.nvgpu import warpgroup
 import configs
 from configs import K_BLOCK, KernelConfig, check_shape, sm90_smem_bytes
 from nvfp4gemm.sm90 import decode
-from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, sm_count
+from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, device_tables, sm_count
 from nvfp4gemm.sm90.grouped_gemm import (META_FIELDS, MAX_GROUPS, cached_launch_tables, group_meta_tensor, group_of,
                                          group_table_rows)
 from nvfp4gemm.sm90.mixed import PREPASS_THREADS, Sm90MixedCommon
@@ -572,11 +572,10 @@ def launch_tables(config: KernelConfig, dev, rows, shapes, narrow_ctas=None) -> 
     row0 = plan["row0"] + [0] * (MAX_GROUPS - len(shapes))
     k_max = max(k for _m, _n, k in shapes)
 
-    def i32(x):
-        return torch.tensor(x, dtype=torch.int32, device=dev)
-
-    return (torch.tensor(meta, dtype=torch.int64, device=dev), i32(halves), i32(row0), i32(plan["segs"]),
-            i32(plan["seg_offs"]),
+    i32 = torch.int32
+    meta_t, halves_t, row0_t, segs_t, offs_t = device_tables(
+        dev, (meta, torch.int64), (halves, i32), (row0, i32), (plan["segs"], i32), (plan["seg_offs"], i32))
+    return (meta_t, halves_t, row0_t, segs_t, offs_t,
             torch.zeros((plan["a16_rows"], k_max), dtype=torch.float16, device=dev),
             ws,
             torch.zeros(ctas, dtype=torch.int32, device=dev),
