@@ -1909,8 +1909,8 @@ WIDTHS_MARGIN = 0.97
 # random g8 N4096 K7168 shapes (M_g 1-256) picked 86 distinct configs, each its own compile (~13 s
 # on the CPU of CI), against 6 without them (3-6 for N 2048-14336; session 35).  Since session 36
 # (exp. 119) it also skips the multi-form kernels (exps. 99 and 108), whose CTA split is searched
-# per shape on the host: a custom_kernel call with new M_g then costs 1.6-1.7 ms of host time on
-# the H100 machine, not 5.0-5.4, for kernels 1.088x slower (geomean; 0.99-1.22 on 12 random g4-16
+# per shape on the host: a custom_kernel call with new M_g then costs 1.3-1.9 ms of host time on
+# H100 machines, not 5.0-5.4, for kernels 1.088x slower (geomean; 0.99-1.22 on 12 random g4-16
 # shapes) -- the right trade where every call is a new shape.  CONFIG_MAP's entries (the
 # leaderboard shapes) are the full rule's either way.
 DYNAMIC_M = os.environ.get("NVFP4_DYNAMIC_M") == "1"
