@@ -105,6 +105,39 @@ def test_kept_launch_outlives_many_new_outputs():
     assert all(bool((t == 7.0).all()) for t in canary), "a kept launch wrote into memory it no longer owns"
 
 
+@pytest.mark.parametrize("problem", ["dual", "group"])
+def test_cuda_graph_replay(problem):
+    """A call captured in a CUDA graph after a first eager call replays correctly into
+    NaN-poisoned outputs; a grouped input first seen inside a capture gets the dispatcher's
+    clear error (its launch tables cannot be uploaded there), not a corrupt graph."""
+    from nvfp4gemm.dispatch import custom_kernel
+
+    if problem == "dual":
+        data = R.generate_input(256, 512, 1024, 1, 4242, device="cuda")
+        outs = [data[-1]]
+    else:
+        data = R.generate_input([40, 200], [512, 512], [1024, 1024], 2, 4242, device="cuda")
+        outs = [c for _, _, c in data[0]]
+    custom_kernel(data)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        custom_kernel(data)
+    for c in outs:
+        c.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert not any(torch.isnan(c).any() for c in outs), "graph replay left outputs unwritten"
+    ok, msg = R.check_implementation(data, outs[0] if problem == "dual" else outs)
+    assert ok, msg
+    if problem == "group" and torch.cuda.get_device_capability()[0] == 9:
+        fresh = R.generate_input([56, 72], [512, 512], [1024, 1024], 2, 4243, device="cuda")
+        g2 = torch.cuda.CUDAGraph()
+        with pytest.raises(RuntimeError, match="inside CUDA-graph capture"):
+            with torch.cuda.graph(g2):
+                custom_kernel(fresh)
+
+
 def test_dual_poisoned_padding():
     """Scale padding filled with NaN must never reach C."""
     data = R.generate_input(256, 384, 512, 1, 7, device="cuda", poison_padding=True)
