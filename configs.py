@@ -1166,9 +1166,15 @@ def plan_cta_loads(plan: dict) -> list[float]:
     for c in range(plan["ctas"]):
         load = 0.0
         for _g, _nb, _m0, kb0, kb1, s, ns in segs[offs[c]:offs[c + 1]]:
-            load += kb1 - kb0 + STREAM_K_SEGMENT_KB * ((1 if s > 0 else ns - 1) if ns > 1 else 0)
+            load += segment_load(kb1 - kb0, s, ns)
         loads.append(load)
     return loads
+
+
+def segment_load(kbs: int, s: int, ns: int) -> float:
+    """Modelled k-blocks of segment s of a tile cut into ns: its own kbs plus STREAM_K_SEGMENT_KB
+    per partial -- one written (s > 0), or ns - 1 read by the finisher (s == 0)."""
+    return kbs + (STREAM_K_SEGMENT_KB * (1 if s > 0 else ns - 1) if ns > 1 else 0)
 
 
 _PLAN_CACHE: dict = {}
@@ -1629,14 +1635,9 @@ def _fill_stats(fill) -> tuple[int, float]:
     for segs in fill:
         for i, _kb0, _kb1 in segs:
             parts[i] = parts.get(i, 0) + 1
-    most = 0.0
-    for segs in fill:
-        load = 0.0
-        for i, kb0, kb1 in segs:
-            ns = parts[i]
-            load += kb1 - kb0 + (STREAM_K_SEGMENT_KB * ((ns - 1) if kb0 == 0 else 1) if ns > 1 else 0)
-        most = max(most, load)
-    return len(fill), most
+    # (a fill's segment s == 0 is the one from k-block 0, its tile's finisher)
+    most = max(sum(segment_load(kb1 - kb0, kb0 > 0, parts[i]) for i, kb0, kb1 in segs) for segs in fill)
+    return len(fill), float(most)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -1650,7 +1651,6 @@ def mixed_group_plan_stats(shapes, sms: int, tile=(256, 128)) -> tuple[int, floa
     counts alone where the wave plan applies (its whole waves, then the tail's cuts or the
     cached stream-K fill of its equal tiles): the multi-form split search needs only these for
     each form at each CTA count, and builds the plan of the split it picks (session 36)."""
-    shapes = tuple(tuple(sh) for sh in shapes)
     tm, tn = tile
     n_tiles = sum((n // tm) * ceil_div(m, tn) for m, n, _k in shapes)
     if len({k for _m, _n, k in shapes}) != 1:
@@ -1665,11 +1665,7 @@ def mixed_group_plan_stats(shapes, sms: int, tile=(256, 128)) -> tuple[int, floa
     if sms // tail < 2:
         return sms, waves * kbs + _fill_stats_equal(kbs, tail, sms)[1]
     s, cuts = _tail_cuts(kbs, min(sms // tail, kbs))
-    if s == 1:
-        return sms, float((waves + 1) * kbs)
-    pen = STREAM_K_SEGMENT_KB
-    seg = max([cuts[1] + pen * (s - 1)] + [b - a + pen for a, b in zip(cuts[1:], cuts[2:])])
-    return sms, waves * kbs + seg
+    return sms, float(waves * kbs + max(segment_load(cuts[q + 1] - cuts[q], q, s) for q in range(s)))
 
 
 @_cached_plan
@@ -1983,7 +1979,7 @@ def _sm90_dual_wide192(shape, pick: KernelConfig) -> KernelConfig | None:
 
 def default_config(problem: str, arch: str, shape, dynamic_m: bool = False) -> KernelConfig:
     """The rule's config for a shape; `dynamic_m` (DYNAMIC_M, by `select_config`): without exp.
-    112's A widths."""
+    112's A widths and without the multi-form kernels of exps. 99 and 108 (exp. 119)."""
     if arch == "sm_100a":
         if problem == "dual":
             m, n, _, _ = shape
