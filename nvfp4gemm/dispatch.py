@@ -1,21 +1,28 @@
 """`custom_kernel(data)`: the leaderboard entry point for both problems on both GPUs.
 
-First call with an input: validate (host, before anything is written) -> arch from the GPU
--> config -> compile once per (problem, arch, config) -> launch arguments.  Those steps cost
-~50 µs (dual) to ~300 µs (8 groups) of Python, as much as the kernels themselves (and the
-first call of each new grouped shape plans its schedule: ~7 ms on average and up to ~22 ms
-on the CPU of CI where the rule weighs several tile forms, configs.mixed_group_forms_plan;
-plans are cached), so the
-prepared launch is kept for the most recent inputs and reused while the call passes the
-very same tensor objects (identity, checked per tensor; the entry holds references, so an
-id cannot be recycled) and the same problem sizes.  A new tensor anywhere, e.g. a list
-element replaced in a grouped input, misses the cache and is validated in full.  (A tensor
-whose storage is swapped in place with `Tensor.set_` keeps its identity: don't.)
+The leaderboard times every call on fresh tensors (gpu-mode eval.py: new inputs each timed call
+in its leaderboard mode, cloned ones in eval_better_bench), with the GPU idle or only an L2
+flush ahead, so the host work of a call on new tensors is part of the measured time.  Hence:
+
+* Validation runs in full once per input *signature* (every tensor's dtype, shape, strides and
+  device, and the problem sizes); a later input with the same signature is checked by comparing
+  signatures and the data pointers' alignment (`_signature`, `_SIGS`), which proves the same
+  constraints (dtype, shape, layout and device are all in the signature).
+* The first call of a signature on a stream builds a launch template: the kernel module's
+  runtime arguments, converted and packed once (`PackedLaunch`), with the workspaces they point
+  into held by the template.  Every call then only writes the new data addresses into the
+  packed pointer arguments (module `DATA_SLOTS`: arguments that are data tensors' addresses;
+  or `pointer_args`: a per-address-set device table of group pointers, built once per set)
+  and calls the compiled host function.
+* A module with neither (the sm_100a grouped kernel) gets its arguments built on every call.
+
+A first call of a signature costs ~50 µs (dual) to ~1 ms (8 groups) of Python plus, once per
+config, the compile; the first call of a new grouped shape also plans its schedule (~7 ms on CI's
+CPU, configs.mixed_group_forms_plan; plans are cached).
 """
 
 from __future__ import annotations
 
-import operator
 from collections import OrderedDict
 
 import torch
@@ -23,13 +30,16 @@ from cuda.bindings.driver import CUstream
 
 from configs import select_config
 from nvfp4gemm import harness
-from nvfp4gemm.cache import RECENT_PREPARED, lru_lookup
+from nvfp4gemm.cache import lru_lookup
 from nvfp4gemm.validate import InputError, arch_of_capability, validate_device, validate_dual, validate_group
 
 _PLANS: OrderedDict = OrderedDict()  # (problem, shape, device) -> plan()
 PLAN_ENTRIES = 4096
-_RECENT: OrderedDict = OrderedDict()  # id(data) -> _Prepared
-_RECENT_MAX = RECENT_PREPARED  # kernel-module caches keep these launches' buffers (nvfp4gemm/cache.py)
+_SIGS: OrderedDict = OrderedDict()  # input signature -> _Entry (validated, planned)
+SIG_ENTRIES = 4096
+_TEMPLATES: OrderedDict = OrderedDict()  # (signature, stream handle) -> _Template
+# Each template holds its workspaces (A16 buffers up to tens of MB): at most this many live.
+TEMPLATE_ENTRIES = 16
 
 
 def _capability(device: torch.device) -> tuple[int, int]:
@@ -53,20 +63,6 @@ def _plan(problem: str, shape, device: torch.device):
         raise InputError(f"{arch} {problem} kernel: {e}") from e
     ck = harness.compile_kernel(problem, arch, cfg, shape)
     return arch, cfg, ck, mod
-
-
-def _identity(data):
-    """The tensor objects and sizes a prepared launch depends on."""
-    if len(data) == 10:
-        return tuple(data), None
-    abc, sfs, sfs_p, sizes = data
-    objs = tuple(t for grp in abc for t in grp) + tuple(t for grp in sfs_p for t in grp) + \
-        tuple(t for grp in sfs for t in grp)
-    return objs, [tuple(s) for s in sizes]
-
-
-class _Prepared:
-    __slots__ = ("data", "objs", "sizes", "device", "fn", "args", "stream_handle", "result", "launch")
 
 
 class PackedLaunch:
@@ -105,42 +101,103 @@ class PackedLaunch:
                 self.exe_args = None
 
 
-def _prepare(data) -> _Prepared:
+def _flatten(data):
+    """(problem, every tensor of the input in a fixed order, problem sizes or None).  Grouped:
+    each group's (a, b, c), then each group's plain scales, then each group's permuted scales."""
     if isinstance(data, (tuple, list)) and len(data) == 10:
-        problem, (shape, used) = "dual", validate_dual(data)
-    else:
-        problem, (shape, used) = "group", validate_group(data)
+        return "dual", tuple(data), None
+    if not (isinstance(data, (tuple, list)) and len(data) == 4):
+        raise InputError("input must be the dual 10-tuple (a, b1, b2, sfa, sfb1, sfb2, sfa_perm, sfb1_perm, "
+                         "sfb2_perm, c) or the grouped 4-tuple (abc, sfasfb, sfasfb_perm, problem_sizes)")
+    abc, sfs, sfs_p, sizes = data
+    flat = tuple(t for grp in abc for t in grp) + tuple(t for grp in sfs for t in grp) + \
+        tuple(t for grp in sfs_p for t in grp)
+    return "group", flat, sizes
+
+
+def _signature(problem, flat, sizes):
+    """Everything validation looks at except the data addresses; None where the input is not
+    even made of tensors (full validation then names what is wrong)."""
+    try:
+        tens = tuple((t.dtype, t.shape, t.stride(), t.get_device()) for t in flat)
+        return (problem, len(flat), None if sizes is None else tuple(map(tuple, sizes)), tens)
+    except (AttributeError, TypeError):
+        return None
+
+
+class _Entry:
+    """One validated input signature: its problem, shape, device and plan."""
+    __slots__ = ("problem", "shape", "device", "cfg", "ck", "mod", "aligned_idx", "n_groups")
+
+
+def _validated(problem, data, flat, sizes, sig) -> _Entry:
+    """Full validation and the plan of a new signature (InputError before anything is written)."""
+    shape, used = validate_dual(data) if problem == "dual" else validate_group(data)
     device = validate_device(used)
     _arch, cfg, ck, mod = plan(problem, shape, device)
-    handle = torch.cuda.current_stream(device).cuda_stream
-    p = _Prepared()
-    p.data = data
-    p.device = device
-    p.objs, p.sizes = _identity(data)
-    p.fn = ck.fn
-    # kernel modules put the stream last (harness contract)
-    p.args = mod.runtime_args(data, cfg, CUstream(handle))
-    p.stream_handle = handle
-    p.launch = PackedLaunch(p.fn, p.args)
-    p.result = data[-1] if problem == "dual" else [c for (_a, _b, c) in data[0]]
-    return p
+    e = _Entry()
+    e.problem, e.shape, e.device, e.cfg, e.ck, e.mod = problem, shape, device, cfg, ck, mod
+    used_ids = {id(t) for _name, t in used}
+    e.aligned_idx = tuple(i for i, t in enumerate(flat) if id(t) in used_ids)
+    e.n_groups = None if sizes is None else len(sizes)
+    if sig is not None:
+        lru_lookup(_SIGS, sig, lambda: e, SIG_ENTRIES)
+    return e
+
+
+class _Template:
+    """A packed launch of one signature on one stream whose data addresses are rewritten per call.
+    Holds what its arguments point into (`keep`), so no cache eviction frees it while it lives."""
+
+    def __init__(self, entry: _Entry, data, flat, handle):
+        self.entry = entry
+        mod = entry.mod
+        self.keep = []
+        self.args = mod.runtime_args(data, entry.cfg, CUstream(handle), keep=self.keep)
+        from cutlass.cute.runtime import _Pointer
+
+        for a in self.args:  # each pointer's C storage (`_desc`), which the packed array points at
+            if isinstance(a, _Pointer):
+                a.__c_pointers__()
+        slots = getattr(mod, "DATA_SLOTS", None)
+        self.slots = None if slots is None else tuple((self.args[ai], di) for ai, di in slots)
+        self.launch = PackedLaunch(entry.ck.fn, self.args)
+
+    def __call__(self, data, flat):
+        if self.slots is not None:
+            for ptr, di in self.slots:
+                ptr._desc.value = flat[di].data_ptr()
+        else:
+            args = self.args
+            for ai, addr in self.entry.mod.pointer_args(data, self.entry.cfg):
+                args[ai]._desc.value = addr
+        self.launch()
+
+
+def _templated(mod) -> bool:
+    return hasattr(mod, "DATA_SLOTS") or hasattr(mod, "pointer_args")
 
 
 def custom_kernel(data):
-    p = _RECENT.get(id(data))
-    if p is not None:
-        objs, sizes = _identity(data)
-        if not (sizes == p.sizes and len(objs) == len(p.objs) and all(map(operator.is_, objs, p.objs))):
-            p = None
-    if p is None:
-        p = _prepare(data)
-        _RECENT[id(data)] = p
-        while len(_RECENT) > _RECENT_MAX:
-            _RECENT.popitem(last=False)
-    handle = torch.cuda.current_stream(p.device).cuda_stream
-    if handle != p.stream_handle:  # e.g. inside CUDA-graph capture
-        p.args = p.args[:-1] + (CUstream(handle),)
-        p.stream_handle = handle
-        p.launch = PackedLaunch(p.fn, p.args)
-    p.launch()
-    return p.result
+    problem, flat, sizes = _flatten(data)
+    sig = _signature(problem, flat, sizes)
+    entry = _SIGS.get(sig) if sig is not None else None
+    if entry is None:
+        entry = _validated(problem, data, flat, sizes, sig)
+    else:
+        _SIGS.move_to_end(sig)
+        for i in entry.aligned_idx:
+            if flat[i].data_ptr() & 15:  # full validation names the misaligned tensor
+                validate_device((validate_dual(data) if problem == "dual" else validate_group(data))[1])
+    handle = torch.cuda.current_stream(entry.device).cuda_stream
+    if sig is not None and _templated(entry.mod):
+        key = (sig, handle)
+        tpl = _TEMPLATES.get(key)
+        if tpl is None:
+            tpl = lru_lookup(_TEMPLATES, key, lambda: _Template(entry, data, flat, handle), TEMPLATE_ENTRIES)[0]
+        else:
+            _TEMPLATES.move_to_end(key)
+        tpl(data, flat)
+    else:  # arguments built on every call
+        PackedLaunch(entry.ck.fn, entry.mod.runtime_args(data, entry.cfg, CUstream(handle)))()
+    return data[-1] if problem == "dual" else [grp[2] for grp in data[0]]

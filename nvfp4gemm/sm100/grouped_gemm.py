@@ -762,9 +762,9 @@ class Workspace:
     setup_done: bool = False  # the setup kernel has been launched for these descriptors
 
 
-# Entries must outlive every launch the dispatcher may replay from a cached argument tuple
-# (nvfp4gemm/cache.py: it keeps the last RECENT_PREPARED inputs, whose entries are among
-# the 8 most recently looked up, so 64 is far from evicting them).
+# Entries must outlive the launches that point into them: the dispatcher builds this kernel's
+# arguments on every call (no template), so only a launch captured in a CUDA graph does
+# (nvfp4gemm/cache.py).
 _CACHE_ENTRIES = 64
 _WORKSPACES: "collections.OrderedDict[tuple, Workspace]" = collections.OrderedDict()
 

@@ -72,7 +72,21 @@ def compile_args(config: KernelConfig, m: int, n: int, k: int, l: int) -> tuple:
     return grouped.compile_args(config, ((m, n, k),))
 
 
-def runtime_args(data, config: KernelConfig, stream) -> tuple:
+def _rows(data) -> list:
+    """The 2-row group table: row 1 carries B2 and its scales."""
+    a, b1, b2, _sfa, _sfb1, _sfb2, sfa_p, sfb1_p, sfb2_p, c = data
+    m, kh, _l = a.shape
+    n, k = b1.shape[0], 2 * kh
+    return [[a.data_ptr(), b1.data_ptr(), c.data_ptr(), sfa_p.data_ptr(), sfb1_p.data_ptr(), m, n, k],
+            [0, b2.data_ptr(), 0, 0, sfb2_p.data_ptr(), 0, 0, 0]]
+
+
+def pointer_args(data, config: KernelConfig) -> tuple:
+    """The group table (argument 0) of this input's addresses (dispatch._Template)."""
+    return ((0, grouped.pointer_table(data[-1].device, _rows(data)).data_ptr()),)
+
+
+def runtime_args(data, config: KernelConfig, stream, keep=None) -> tuple:
     """The grouped kernel's arguments for one dual problem: a 2-row table (row 1 carries B2
     and its scales), tile prefix sums [0, tiles, never...], the split plan and its
     workspace; cached by the tensors' addresses and the shape (grouped.cached_launch_tables)."""
@@ -81,12 +95,13 @@ def runtime_args(data, config: KernelConfig, stream) -> tuple:
     n, k = b1.shape[0], 2 * kh
 
     def build():
-        rows = [[a.data_ptr(), b1.data_ptr(), c.data_ptr(), sfa_p.data_ptr(), sfb1_p.data_ptr(), m, n, k],
-                [0, b2.data_ptr(), 0, 0, sfb2_p.data_ptr(), 0, 0, 0]]
+        rows = _rows(data)
         total = dual_tiles(config, (m, n, k, l))
         offs = [0, total] + [1 << 30] * (grouped.MAX_GROUPS - 1)
         return grouped.launch_tables(config, c.device, rows, offs, total, k // K_BLOCK)
 
     key = (config, m, n, k) + tuple(t.data_ptr() for t in (a, b1, b2, sfa_p, sfb1_p, sfb2_p, c))
     hit = grouped.cached_launch_tables(key, build)
+    if keep is not None:
+        keep.append(hit)
     return grouped.launch_args(hit, stream)

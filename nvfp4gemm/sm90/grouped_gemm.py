@@ -475,7 +475,7 @@ def cached_launch_tables(key, build) -> tuple:
     """`build()` (a `launch_tables` result) cached by `key`, which must hold the config and
     every tensor address and size the tables depend on, so a repeated call on the same buffers
     allocates and copies nothing.  One cache for the grouped, grouped skinny and dual swap
-    kernels (`cache.lru_lookup`: the dispatcher's kept launches keep their tables)."""
+    kernels (`cache.lru_lookup`; the dispatcher's launch templates hold their tables)."""
     return lru_lookup(_TABLES, key, build, TABLE_ENTRIES)[0]
 
 
@@ -491,7 +491,32 @@ def grouped_tables(config: KernelConfig, data) -> tuple:
     return cached_launch_tables((config,) + tuple(tuple(r) for r in rows), build)
 
 
-def runtime_args(data, config: KernelConfig, stream) -> tuple:
+_METAS: OrderedDict = OrderedDict()
+META_ENTRIES = 64  # ~1 KB each
+
+
+def pointer_table(dev, rows):
+    """The group table of one set of addresses (rows padded to MAX_GROUPS, int64) as a device
+    tensor, cached by its rows: the per-call part of a dispatcher launch template, whose other
+    tables depend on the sizes only.  Same layout as `launch_tables`' meta."""
+    import torch
+
+    key = (dev,) + tuple(map(tuple, rows))
+    return lru_lookup(_METAS, key, lambda: device_tables(
+        dev, (rows + [[0] * META_FIELDS] * (MAX_GROUPS - len(rows)), torch.int64))[0], META_ENTRIES)[0]
+
+
+def pointer_args(data, config: KernelConfig) -> tuple:
+    """((argument index, address), ...) that change with the input's addresses: the group table
+    (argument 0) of a grouped input (dispatch._Template; also the grouped skinny kernel's)."""
+    rows, _shapes = group_table_rows(data)
+    return ((0, pointer_table(data[0][0][2].device, rows).data_ptr()),)
+
+
+def runtime_args(data, config: KernelConfig, stream, keep=None) -> tuple:
     """Group table, tile prefix sums and the split-K workspace and counters as device
-    tensors (`grouped_tables`)."""
-    return launch_args(grouped_tables(config, data), stream)
+    tensors (`grouped_tables`; `keep`, a list: gets them)."""
+    tables = grouped_tables(config, data)
+    if keep is not None:
+        keep.append(tables)
+    return launch_args(tables, stream)

@@ -588,15 +588,22 @@ def launch_table_key(config: KernelConfig, rows, narrow_ctas=None) -> tuple:
     return ("mixed", config) + tuple(tuple(r) for r in rows) + ((narrow_ctas,) if narrow_ctas is not None else ())
 
 
-def runtime_args(data, config: KernelConfig, stream, narrow_ctas=None) -> tuple:
-    """The compile_args tuple from a grouped input (tables cached per config and buffers);
-    `narrow_ctas` fixes a multi-form config's split (`launch_tables`) instead of the plan's choice."""
+if not CTA_TRACE:  # (a traced launch's group table also holds its trace slot: no templates then)
+    from nvfp4gemm.sm90.grouped_gemm import pointer_args  # noqa: F401  (the group table is argument 0)
+
+
+def runtime_args(data, config: KernelConfig, stream, narrow_ctas=None, keep=None) -> tuple:
+    """The compile_args tuple from a grouped input (tables cached per config and buffers; `keep`,
+    a list: gets them); `narrow_ctas` fixes a multi-form config's split (`launch_tables`) instead
+    of the plan's choice."""
     from cutlass.cute.runtime import make_ptr
 
     rows, shapes = group_table_rows(data)
     dev = data[0][0][2].device
     tabs = cached_launch_tables(launch_table_key(config, rows, narrow_ctas),
                                 lambda: launch_tables(config, dev, rows, shapes, narrow_ctas))
+    if keep is not None:
+        keep.append(tabs)
     meta, halves, row0, segs, seg_offs, a16, ws, flags, total, k_max, a16_rows, ctas = tabs[:12]
     if not isinstance(stream, cuda.CUstream):
         stream = cuda.CUstream(stream.cuda_stream)

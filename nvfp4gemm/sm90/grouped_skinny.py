@@ -26,7 +26,7 @@ from cutlass import Float32, Int32, Int64
 
 from configs import KernelConfig, sm90_smem_bytes
 from nvfp4gemm.sm90 import decode
-from nvfp4gemm.sm90.grouped_gemm import MAX_GROUPS, group_meta_tensor, group_of, grouped_tables
+from nvfp4gemm.sm90.grouped_gemm import MAX_GROUPS, group_meta_tensor, group_of, grouped_tables, pointer_args  # noqa: F401
 from nvfp4gemm.sm90.skinny import Sm90SkinnyCore
 
 
@@ -107,12 +107,16 @@ def compile_args(config: KernelConfig, shapes) -> tuple:
             Int32(1), make_fake_stream())
 
 
-def runtime_args(data, config: KernelConfig, stream) -> tuple:
+def runtime_args(data, config: KernelConfig, stream, keep=None) -> tuple:
     """The group table and the CTA prefix sums as device tensors (grouped_gemm.grouped_tables,
-    cached); one CTA per work item (no split: items = sum_g N_g / R)."""
+    cached; `keep`, a list: gets them); one CTA per work item (no split: items = sum_g N_g / R).
+    The group table is argument 0 (grouped_gemm.pointer_args)."""
     from cutlass.cute.runtime import make_ptr
 
-    meta_t, offs_t, _ws, _cnt, items, _full, _splits, _ctas = grouped_tables(config, data)
+    tables = grouped_tables(config, data)
+    if keep is not None:
+        keep.append(tables)
+    meta_t, offs_t, _ws, _cnt, items, _full, _splits, _ctas = tables
     if not isinstance(stream, cuda.CUstream):
         stream = cuda.CUstream(stream.cuda_stream)
     return (make_ptr(cutlass.Int64, meta_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
