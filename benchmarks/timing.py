@@ -65,11 +65,13 @@ class Timer:
         return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) * 1e3  # µs
 
 
-    def fresh(self, fn, inputs) -> float:
-        """Median time of `fn(x)` over `inputs`, each call on an idle GPU behind only the L2 flush
-        (the leaderboard's method: module doc).  `inputs` are distinct tensors, never reused."""
+    def fresh(self, fn, make, calls: int) -> float:
+        """Median time of `fn(make())` over `calls` calls, each on a new input made (untimed) just
+        before it and dropped after it, on an idle GPU behind only the L2 flush: the leaderboard's
+        method (module doc), where the allocator hands a dropped input's memory to the next one."""
         ts = []
-        for x in inputs:
+        for _ in range(calls):
+            x = make()
             torch.cuda.synchronize()
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             self.flush_buf.zero_()
@@ -78,6 +80,7 @@ class Timer:
             e.record()
             torch.cuda.synchronize()
             ts.append(s.elapsed_time(e) * 1e3)
+            del x
         return statistics.median(ts)
 
 
@@ -251,9 +254,7 @@ def bench_case(problem: str, shape, gpu: str, timer: Timer, ceilings: dict, grap
             custom_kernel(data)
         row["graph_us"] = timer(g.replay)
     custom_kernel(clone_input(data))  # (not timed: any per-shape first-call work)
-    inputs = [clone_input(data) for _ in range(FRESH_CALLS)]
-    row["fresh_us"] = timer.fresh(custom_kernel, inputs)
-    del inputs
+    row["fresh_us"] = timer.fresh(custom_kernel, lambda: clone_input(data), FRESH_CALLS)
     for name in fns:
         if name in errors:
             row["baselines"][name] = {"error": errors[name]}

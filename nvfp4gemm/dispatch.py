@@ -1,20 +1,24 @@
 """`custom_kernel(data)`: the leaderboard entry point for both problems on both GPUs.
 
-The leaderboard times every call on fresh tensors (gpu-mode eval.py: new inputs each timed call
-in its leaderboard mode, cloned ones in eval_better_bench), with the GPU idle or only an L2
-flush ahead, so the host work of a call on new tensors is part of the measured time.  Hence:
+The leaderboard times every call on new tensors (gpu-mode eval.py's leaderboard mode makes a new
+input for each timed call; eval_better_bench clones its inputs every iteration), with the GPU
+idle or only an L2 flush queued ahead, so the host work of a call on new tensors is part of the
+measured time.  Hence:
 
 * Validation runs in full once per input *signature* (every tensor's dtype, shape, strides and
-  device, and the problem sizes); a later input with the same signature is checked by comparing
-  signatures and the data pointers' alignment (`_signature`, `_SIGS`), which proves the same
-  constraints (dtype, shape, layout and device are all in the signature).
-* The first call of a signature on a stream builds a launch template: the kernel module's
-  runtime arguments, converted and packed once (`PackedLaunch`), with the workspaces they point
-  into held by the template.  Every call then only writes the new data addresses into the
-  packed pointer arguments (module `DATA_SLOTS`: arguments that are data tensors' addresses;
-  or `pointer_args`: a per-address-set device table of group pointers, built once per set)
-  and calls the compiled host function.
-* A module with neither (the sm_100a grouped kernel) gets its arguments built on every call.
+  device, and the problem sizes: all that validation looks at but the addresses).  A later input
+  of a known signature is checked by its signature and its data pointers' alignment (`_SIGS`);
+  the very same input object with the very same tensors as a recent call skips even that
+  (`_LAST`; a tensor whose storage is swapped in place with `Tensor.set_` keeps its identity:
+  don't).
+* The first call of a signature on a stream builds a launch template (`_Template`): the kernel
+  module's runtime arguments, converted and packed once (`PackedLaunch`), holding the workspaces
+  they point into.  Later calls write the new data addresses into the packed pointer arguments
+  and call the compiled host function.  Which arguments: the module's `DATA_SLOTS` (arguments
+  that are data tensors' addresses: the dual kernels) or its `pointer_args` (a device table of
+  the group addresses, built and uploaded once per address set and cached; on sm_100a the
+  per-address-set workspace of TMA descriptors and its setup kernel).
+* A module with neither gets its arguments built on every call (none today).
 
 A first call of a signature costs ~50 µs (dual) to ~1 ms (8 groups) of Python plus, once per
 config, the compile; the first call of a new grouped shape also plans its schedule (~7 ms on CI's
@@ -24,6 +28,7 @@ CPU, configs.mixed_group_forms_plan; plans are cached).
 from __future__ import annotations
 
 from collections import OrderedDict
+from operator import is_ as _is
 
 import torch
 from cuda.bindings.driver import CUstream
@@ -37,7 +42,7 @@ _PLANS: OrderedDict = OrderedDict()  # (problem, shape, device) -> plan()
 PLAN_ENTRIES = 4096
 _SIGS: OrderedDict = OrderedDict()  # input signature -> _Entry (validated, planned)
 SIG_ENTRIES = 4096
-_TEMPLATES: OrderedDict = OrderedDict()  # (signature, stream handle) -> _Template
+_TEMPLATES: OrderedDict = OrderedDict()  # (id(entry), stream handle) -> _Entry holding that template
 # Each template holds its workspaces (A16 buffers up to tens of MB): at most this many live.
 TEMPLATE_ENTRIES = 16
 
@@ -115,22 +120,22 @@ def _flatten(data):
     return "group", flat, sizes
 
 
-def _signature(problem, flat, sizes):
+def _signature(problem, flat, sizes_t):
     """Everything validation looks at except the data addresses; None where the input is not
     even made of tensors (full validation then names what is wrong)."""
     try:
         tens = tuple((t.dtype, t.shape, t.stride(), t.get_device()) for t in flat)
-        return (problem, len(flat), None if sizes is None else tuple(map(tuple, sizes)), tens)
+        return (problem, len(flat), sizes_t, tens)
     except (AttributeError, TypeError):
         return None
 
 
 class _Entry:
-    """One validated input signature: its problem, shape, device and plan."""
-    __slots__ = ("problem", "shape", "device", "cfg", "ck", "mod", "aligned_idx", "n_groups")
+    """One validated input signature: its problem, shape, device, plan and launch templates."""
+    __slots__ = ("problem", "shape", "device", "cfg", "ck", "mod", "aligned_idx", "templates")
 
 
-def _validated(problem, data, flat, sizes, sig) -> _Entry:
+def _validated(problem, data, flat, sig) -> _Entry:
     """Full validation and the plan of a new signature (InputError before anything is written)."""
     shape, used = validate_dual(data) if problem == "dual" else validate_group(data)
     device = validate_device(used)
@@ -139,7 +144,7 @@ def _validated(problem, data, flat, sizes, sig) -> _Entry:
     e.problem, e.shape, e.device, e.cfg, e.ck, e.mod = problem, shape, device, cfg, ck, mod
     used_ids = {id(t) for _name, t in used}
     e.aligned_idx = tuple(i for i, t in enumerate(flat) if id(t) in used_ids)
-    e.n_groups = None if sizes is None else len(sizes)
+    e.templates = {}
     if sig is not None:
         lru_lookup(_SIGS, sig, lambda: e, SIG_ENTRIES)
     return e
@@ -150,27 +155,31 @@ class _Template:
     Holds what its arguments point into (`keep`), so no cache eviction frees it while it lives."""
 
     def __init__(self, entry: _Entry, data, flat, handle):
+        from cutlass.cute.runtime import _Pointer
+
         self.entry = entry
         mod = entry.mod
         self.keep = []
         self.args = mod.runtime_args(data, entry.cfg, CUstream(handle), keep=self.keep)
-        from cutlass.cute.runtime import _Pointer
-
         for a in self.args:  # each pointer's C storage (`_desc`), which the packed array points at
             if isinstance(a, _Pointer):
                 a.__c_pointers__()
         slots = getattr(mod, "DATA_SLOTS", None)
         self.slots = None if slots is None else tuple((self.args[ai], di) for ai, di in slots)
         self.launch = PackedLaunch(entry.ck.fn, self.args)
+        self.handle = handle
+        self.last = flat  # the tensors whose addresses the arguments hold now
 
     def __call__(self, data, flat):
-        if self.slots is not None:
-            for ptr, di in self.slots:
-                ptr._desc.value = flat[di].data_ptr()
-        else:
-            args = self.args
-            for ai, addr in self.entry.mod.pointer_args(data, self.entry.cfg):
-                args[ai]._desc.value = addr
+        if flat is not self.last:
+            if self.slots is not None:
+                for ptr, di in self.slots:
+                    ptr._desc.value = flat[di].data_ptr()
+            else:
+                args = self.args
+                for ai, addr in self.entry.mod.pointer_args(data, self.entry.cfg, stream_handle=self.handle):
+                    args[ai]._desc.value = addr
+            self.last = flat
         self.launch()
 
 
@@ -178,26 +187,63 @@ def _templated(mod) -> bool:
     return hasattr(mod, "DATA_SLOTS") or hasattr(mod, "pointer_args")
 
 
-def custom_kernel(data):
-    problem, flat, sizes = _flatten(data)
-    sig = _signature(problem, flat, sizes)
+_LAST: OrderedDict = OrderedDict()  # id(data) -> (data, its tensors, its sizes, _Entry): recent inputs
+LAST_ENTRIES = 8
+
+
+def _stream_handle(device) -> int:
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # (what torch.compile's code uses)
+    return raw(device.index) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+
+
+def _entry_of(data):
+    """(entry, tensors) of an input: the very same input object with the very same tensors and
+    sizes as a recent call skips even the signature; else the signature's entry (alignment
+    checked), else full validation."""
+    hit = _LAST.get(id(data))
+    try:
+        problem, flat, sizes = _flatten(data)
+    except (TypeError, ValueError):  # not even nested sequences: full validation names the problem
+        validate_group(data)
+        raise
+    try:
+        sizes_t = None if sizes is None else tuple(map(tuple, sizes))
+    except TypeError:  # malformed sizes: full validation names them
+        sizes_t = None
+        hit = None
+    if hit is not None and hit[0] is data and hit[2] == sizes_t and all(map(_is, flat, hit[1])):
+        return hit[3], hit[1]
+    sig = _signature(problem, flat, sizes_t)
     entry = _SIGS.get(sig) if sig is not None else None
     if entry is None:
-        entry = _validated(problem, data, flat, sizes, sig)
+        entry = _validated(problem, data, flat, sig)
     else:
         _SIGS.move_to_end(sig)
         for i in entry.aligned_idx:
             if flat[i].data_ptr() & 15:  # full validation names the misaligned tensor
                 validate_device((validate_dual(data) if problem == "dual" else validate_group(data))[1])
-    handle = torch.cuda.current_stream(entry.device).cuda_stream
-    if sig is not None and _templated(entry.mod):
-        key = (sig, handle)
-        tpl = _TEMPLATES.get(key)
+    if sig is not None:
+        _LAST[id(data)] = (data, flat, sizes_t, entry)
+        if len(_LAST) > LAST_ENTRIES:
+            _LAST.popitem(last=False)
+    return entry, flat
+
+
+def custom_kernel(data):
+    entry, flat = _entry_of(data)
+    handle = _stream_handle(entry.device)
+    if _templated(entry.mod):
+        tpl = entry.templates.get(handle)
+        key = (id(entry), handle)
         if tpl is None:
-            tpl = lru_lookup(_TEMPLATES, key, lambda: _Template(entry, data, flat, handle), TEMPLATE_ENTRIES)[0]
+            tpl = entry.templates[handle] = _Template(entry, data, flat, handle)
+            _TEMPLATES[key] = entry
+            while len(_TEMPLATES) > TEMPLATE_ENTRIES:
+                (_eid, h), old = _TEMPLATES.popitem(last=False)
+                old.templates.pop(h, None)
         else:
             _TEMPLATES.move_to_end(key)
         tpl(data, flat)
     else:  # arguments built on every call
         PackedLaunch(entry.ck.fn, entry.mod.runtime_args(data, entry.cfg, CUstream(handle)))()
-    return data[-1] if problem == "dual" else [grp[2] for grp in data[0]]
+    return data[-1] if entry.problem == "dual" else [grp[2] for grp in data[0]]

@@ -90,6 +90,10 @@ def validate_group(data):
     _need(isinstance(data, (tuple, list)) and len(data) == 4,
           "grouped input must be the 4-tuple (abc, sfasfb, sfasfb_perm, problem_sizes)")
     abc, sfs, sfs_p, sizes = data
+    _need(all(isinstance(x, (tuple, list)) for x in (abc, sfs, sfs_p, sizes)),
+          "abc, sfasfb, sfasfb_perm and problem_sizes must be lists (one entry per group)")
+    _need(all(isinstance(x, (tuple, list)) and len(x) == n for grp, n in ((abc, 3), (sfs, 2), (sfs_p, 2))
+              for x in grp), "each group's entry must be (a, b, c) in abc and (sfa, sfb) in sfasfb and sfasfb_perm")
     g = len(sizes)
     _need(len(abc) == g and len(sfs) == g and len(sfs_p) == g,
           lambda: f"abc, sfasfb, sfasfb_perm and problem_sizes must have one entry per group; got {len(abc)}, {len(sfs)}, {len(sfs_p)}, {g}")

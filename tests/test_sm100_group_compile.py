@@ -193,3 +193,33 @@ def test_runtime_args_cache_hit_builds_nothing(monkeypatch):
     third = gg.runtime_args((abc, *data[1:]), cfg, stream)
     assert len(setups) == 2 and third[0] is not first[0] and len(gg._WORKSPACES) == 2
     gg._WORKSPACES.clear()
+
+
+def test_pointer_args_match_runtime_args(monkeypatch):
+    """The dispatcher's template for this kernel rewrites its four workspace pointers per call
+    (`pointer_args`): for the template's own input they are runtime_args' first four arguments,
+    for new tensors those of their own workspace (built, and its setup kernel launched, once),
+    and the scalars after them depend on the sizes only."""
+    from cutlass.cute.runtime import _Pointer
+
+    shapes = configs.GROUP_BENCHMARKS[0]
+    cfg = configs.select_config("group", "sm_100a", shapes)
+    setups = []
+    monkeypatch.setattr(gg, "_launch_setup", lambda c, ws, st: setups.append(ws))
+    gg._WORKSPACES.clear()
+    data = _cpu_group_data(shapes)
+    keep = []
+    args = gg.runtime_args(data, cfg, "stream", keep=keep)
+    assert len(keep) == 1 and keep[0].buffer.data_ptr() == args[0]._pointer
+    slots = gg.pointer_args(data, cfg, stream_handle=0)
+    assert [ai for ai, _ in slots] == [0, 1, 2, 3] and all(isinstance(args[ai], _Pointer) for ai, _ in slots)
+    assert [addr for _, addr in slots] == [args[ai]._pointer for ai, _ in slots]
+    assert len(setups) == 1, "the template's own input needs no second setup"
+    other = _cpu_group_data(shapes)
+    slots2 = gg.pointer_args(other, cfg, stream_handle=0)
+    ws2 = setups[-1]
+    assert len(setups) == 2 and slots2[0][1] == ws2.buffer.data_ptr() != slots[0][1]
+    assert [a - slots2[0][1] for _, a in slots2] == [a - slots[0][1] for _, a in slots]
+    args2 = gg.runtime_args(other, cfg, "stream")
+    assert [repr(a) for a in args2[4:-1]] == [repr(a) for a in args[4:-1]], "scalars must not depend on addresses"
+    gg._WORKSPACES.clear()

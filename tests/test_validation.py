@@ -88,3 +88,13 @@ def test_grouped_errors():
     expect_error((g[0], g[1], g[2], sizes), "group 1")
     g2 = R.generate_input([40], [100], [256], 1, 1, device="cpu")
     expect_error(g2, "N=100 must be a multiple of 64")
+
+
+@pytest.mark.parametrize("bad", [(1, 2, 3, 4), ([1], [2], [3], [(1, 2, 3, 1)]), "abcd", 5])
+def test_malformed_input_structure(bad):
+    """Inputs that are not even the leaderboard's nested tuples get an InputError naming the
+    expected structure (the dispatcher's signature path must not turn them into TypeErrors)."""
+    from nvfp4gemm import dispatch
+
+    with pytest.raises(InputError, match="must be"):
+        dispatch.custom_kernel(bad)

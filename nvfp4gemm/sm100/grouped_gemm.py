@@ -816,6 +816,9 @@ def _build_workspace(config: KernelConfig, data, key) -> Workspace:
     pad = -buf.data_ptr() % 128
     buf = buf[pad:pad + WS_BYTES]
     if device.type == "cuda":
+        if torch.cuda.is_current_stream_capturing():  # (a captured copy would replay a reused pinned block)
+            raise RuntimeError("a grouped launch is being prepared inside CUDA-graph capture: call custom_kernel "
+                               "once with these inputs before capturing")
         # Pinned staging: the copy is asynchronous on the current stream (the caching host
         # allocator keeps the staging buffer alive until the copy has run).
         host = host.pin_memory()
@@ -859,18 +862,40 @@ def _launch_setup(config: KernelConfig, ws: Workspace, stream) -> None:
         compile_setup(config)(*ws.args, stream)
 
 
-def runtime_args(data, config: KernelConfig, stream=None) -> tuple:
-    """The main kernel's argument tuple for a grouped input (abc, sfasfb, sfasfb_perm,
-    problem_sizes).  Cache hit (same config, shapes and pointers as an earlier call): no
-    allocation, no copy, no launch.  Miss: builds the workspace and launches the setup
-    kernel on `stream` first.  The tuple stays valid while the same tensors come back."""
-    if stream is None:
-        import torch
-
-        stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+def _workspace_for(data, config: KernelConfig, stream) -> Workspace:
+    """The workspace of this input's addresses: cache hit (same config, shapes and pointers as an
+    earlier call): no allocation, no copy, no launch; miss: builds it and launches the setup
+    kernel on `stream` (before the main kernel the caller launches there)."""
     key = cache_key(config, data)
     ws, needs_setup = workspace_lookup(_WORKSPACES, key, lambda k: _build_workspace(config, data, k))
     if needs_setup:
         _launch_setup(config, ws, stream)
         ws.setup_done = True
+    return ws
+
+
+def runtime_args(data, config: KernelConfig, stream=None, keep=None) -> tuple:
+    """The main kernel's argument tuple for a grouped input (abc, sfasfb, sfasfb_perm,
+    problem_sizes) (`_workspace_for`; `keep`, a list: gets the workspace).  The tuple stays
+    valid while the same tensors come back."""
+    if stream is None:
+        import torch
+
+        stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+    ws = _workspace_for(data, config, stream)
+    if keep is not None:
+        keep.append(ws)
     return (*ws.args, stream)
+
+
+def pointer_args(data, config: KernelConfig, stream_handle=None) -> tuple:
+    """((argument index, address), ...) that change with the input's addresses: the four
+    workspace pointers of `_workspace_for` (descriptors, pointer rows, shape rows, tile
+    offsets; the scalars after them depend on the sizes only), for a dispatcher launch
+    template (dispatch._Template)."""
+    if stream_handle is None:
+        import torch
+
+        stream_handle = torch.cuda.current_stream().cuda_stream
+    base = _workspace_for(data, config, cuda.CUstream(stream_handle)).buffer.data_ptr()
+    return ((0, base + WS_DESC), (1, base + WS_PTRS), (2, base + WS_SHAPES), (3, base + WS_OFFSETS))

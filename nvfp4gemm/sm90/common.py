@@ -50,6 +50,16 @@ def sm_count(dev) -> int:
     return _SMS[dev]
 
 
+def refuse_in_capture() -> None:
+    """RuntimeError inside CUDA-graph capture: a table upload captured there would replay from a
+    pinned host block that is reused afterwards."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError("a grouped launch is being prepared inside CUDA-graph capture: call custom_kernel "
+                           "once with these inputs before capturing")
+
+
 def device_tables(dev, *tables) -> list:
     """Device copies of host tables, each given as (nested list of ints, torch dtype), through
     one pinned host buffer and one non-blocking copy (each 16-byte aligned on the device).
@@ -59,9 +69,7 @@ def device_tables(dev, *tables) -> list:
     the stream's use)."""
     import torch
 
-    if torch.cuda.is_current_stream_capturing():  # (a captured copy would replay a reused block)
-        raise RuntimeError("a grouped launch is being prepared inside CUDA-graph capture: call custom_kernel "
-                           "once with these inputs before capturing")
+    refuse_in_capture()
     host = [torch.tensor(v, dtype=dt) for v, dt in tables]
     offs, total = [], 0
     for h in host:

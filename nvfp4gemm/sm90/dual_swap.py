@@ -81,7 +81,7 @@ def _rows(data) -> list:
             [0, b2.data_ptr(), 0, 0, sfb2_p.data_ptr(), 0, 0, 0]]
 
 
-def pointer_args(data, config: KernelConfig) -> tuple:
+def pointer_args(data, config: KernelConfig, stream_handle=None) -> tuple:
     """The group table (argument 0) of this input's addresses (dispatch._Template)."""
     return ((0, grouped.pointer_table(data[-1].device, _rows(data)).data_ptr()),)
 

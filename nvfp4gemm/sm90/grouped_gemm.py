@@ -52,7 +52,7 @@ from configs import K_BLOCK, KernelConfig
 from nvfp4gemm import scheduler
 from nvfp4gemm.cache import lru_lookup
 from nvfp4gemm.sm90 import decode
-from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, Sm90Common, device_tables, sm_count
+from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, Sm90Common, device_tables, refuse_in_capture, sm_count
 
 MAX_GROUPS = 16
 META_FIELDS = 8  # a, b, c, sfa_perm, sfb_perm, M, N, K (int64 each)
@@ -499,18 +499,32 @@ def pointer_table(dev, rows):
     """The group table of one set of addresses (rows padded to MAX_GROUPS, int64) as a device
     tensor, cached by its rows: the per-call part of a dispatcher launch template, whose other
     tables depend on the sizes only.  Same layout as `launch_tables`' meta."""
+    return _pointer_table(dev, tuple(v for r in rows for v in r))
+
+
+def _pointer_table(dev, vals: tuple):
+    key = vals + (dev.index,)
+    hit = _METAS.get(key)
+    if hit is not None:
+        _METAS.move_to_end(key)
+        return hit
     import torch
 
-    key = (dev,) + tuple(map(tuple, rows))
-    return lru_lookup(_METAS, key, lambda: device_tables(
-        dev, (rows + [[0] * META_FIELDS] * (MAX_GROUPS - len(rows)), torch.int64))[0], META_ENTRIES)[0]
+    refuse_in_capture()
+    pad = MAX_GROUPS * META_FIELDS - len(vals)
+    host = torch.tensor(vals + (0,) * pad, dtype=torch.int64, pin_memory=dev.type == "cuda")
+    return lru_lookup(_METAS, key, lambda: host.to(dev, non_blocking=True), META_ENTRIES)[0]
 
 
-def pointer_args(data, config: KernelConfig) -> tuple:
+def pointer_args(data, config: KernelConfig, stream_handle=None) -> tuple:
     """((argument index, address), ...) that change with the input's addresses: the group table
-    (argument 0) of a grouped input (dispatch._Template; also the grouped skinny kernel's)."""
-    rows, _shapes = group_table_rows(data)
-    return ((0, pointer_table(data[0][0][2].device, rows).data_ptr()),)
+    (argument 0) of a grouped input (dispatch._Template; also the grouped skinny kernel's), in
+    `group_table_rows`' layout."""
+    abc, _sfs, sfs_p, sizes = data
+    vals = ()
+    for (a, b, c), (sa, sb), (m, n, k, _l) in zip(abc, sfs_p, sizes):
+        vals += (a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), m, n, k)
+    return ((0, _pointer_table(abc[0][2].device, vals).data_ptr()),)
 
 
 def runtime_args(data, config: KernelConfig, stream, keep=None) -> tuple:
