@@ -44,19 +44,25 @@ def fake_env(monkeypatch):
     mod = types.SimpleNamespace(DATA_SLOTS=((0, 0), (1, 1), (2, 2), (3, 6), (4, 7), (5, 8), (6, 9)),
                                 runtime_args=runtime_args)
     fn = lambda *args: launches.append(_pointers(args))  # noqa: E731  (no generate_execution_args: plain calls)
-    real_validate = dispatch.validate_dual
+    _cpu_dispatcher(monkeypatch, "validate_dual", calls, fn, mod)
+    return calls, launches, ws
 
-    def validate_dual(data):
+
+def _cpu_dispatcher(monkeypatch, validator: str, calls, fn, mod):
+    """The dispatcher on CPU tensors with a stand-in plan (compiled `fn`, kernel module `mod`),
+    counting full validations in calls["validate"]; its caches emptied."""
+    real = getattr(dispatch, validator)
+
+    def counted(data):
         calls["validate"] += 1
-        return real_validate(data)
+        return real(data)
 
-    monkeypatch.setattr(dispatch, "validate_dual", validate_dual)
+    monkeypatch.setattr(dispatch, validator, counted)
     monkeypatch.setattr(dispatch, "validate_device", lambda used: torch.device("cpu"))
     monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device: ("sm_90a", None, types.SimpleNamespace(fn=fn), mod))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=0))
-    dispatch._SIGS.clear()
-    dispatch._TEMPLATES.clear()
-    return calls, launches, ws
+    for cache in (dispatch._SIGS, dispatch._TEMPLATES, dispatch._LAST):
+        cache.clear()
 
 
 def _expected(data, ws):
@@ -121,21 +127,12 @@ def _aligned_only(used):
 
 
 def test_grouped_list_mutation_changes_signature(monkeypatch):
-    """Sizes changed in place, or a list element replaced by a tensor of another shape, make a new
-    signature: full validation again."""
+    """A list element of the same input object replaced by a new tensor of the same signature
+    passes by signature; sizes changed in place no longer match the tensors: full validation,
+    which refuses them.  (A stand-in module without a template: arguments built per call.)"""
     calls = collections.Counter()
-    real = dispatch.validate_group
-
-    def validate_group(data):
-        calls["validate"] += 1
-        return real(data)
-
-    monkeypatch.setattr(dispatch, "validate_group", validate_group)
-    monkeypatch.setattr(dispatch, "validate_device", lambda used: torch.device("cpu"))
-    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device: (
-        "sm_90a", None, types.SimpleNamespace(fn=lambda *a: None), types.SimpleNamespace(runtime_args=lambda d, c, s: ())))
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=0))
-    dispatch._SIGS.clear()
+    _cpu_dispatcher(monkeypatch, "validate_group", calls, lambda *a: None,
+                    types.SimpleNamespace(runtime_args=lambda d, c, s: ()))
     g = R.generate_input([40, 72], [128, 64], [256, 256], 2, 1, device="cpu")
     dispatch.custom_kernel(g)
     dispatch.custom_kernel(g)
