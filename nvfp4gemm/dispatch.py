@@ -169,6 +169,7 @@ class _Template:
         self.launch = PackedLaunch(entry.ck.fn, self.args)
         self.handle = handle
         self.last = flat  # the tensors whose addresses the arguments hold now
+        self.owner = None  # pointer_args' buffer the arguments point into now (besides `keep`)
 
     def __call__(self, data, flat):
         if flat is not self.last:
@@ -177,7 +178,8 @@ class _Template:
                     ptr._desc.value = flat[di].data_ptr()
             else:
                 args = self.args
-                for ai, addr in self.entry.mod.pointer_args(data, self.entry.cfg, stream_handle=self.handle):
+                pairs, self.owner = self.entry.mod.pointer_args(data, self.entry.cfg, stream_handle=self.handle)
+                for ai, addr in pairs:
                     args[ai]._desc.value = addr
             self.last = flat
         self.launch()

@@ -189,3 +189,70 @@ def test_data_slots_match_runtime_args(monkeypatch, module, shape):
     owned = {t.data_ptr() for t in keep if isinstance(t, torch.Tensor)}
     for ai, v in addr.items():  # every other address is a workspace the template holds
         assert ai in slots or v in owned or v in data_addrs, f"argument {ai}: its buffer is not in keep"
+
+
+def test_sm90_grouped_pointer_table_layout():
+    """The per-address-set group table that the template points the grouped kernels at has
+    `launch_tables`' layout (group_table_rows, zero rows up to MAX_GROUPS) and is cached per set;
+    pointer_args hands back the table itself for the template to hold."""
+    from nvfp4gemm.sm90 import grouped_gemm as gg
+
+    g = R.generate_input([40, 72, 100], [128, 64, 256], [256, 256, 512], 3, 1, device="cpu")
+    (pairs, table) = gg.pointer_args(g, None)
+    assert pairs == ((0, table.data_ptr()),)
+    rows, _shapes = gg.group_table_rows(g)
+    want = rows + [[0] * gg.META_FIELDS] * (gg.MAX_GROUPS - len(rows))
+    assert table.tolist() == [v for r in want for v in r]
+    assert gg.pointer_args(g, None)[1] is table, "same addresses: the cached table"
+    other = ([(a.clone(), b, c) for a, b, c in g[0]], g[1], g[2], g[3])
+    assert gg.pointer_args(other, None)[1] is not table
+
+
+def test_dual_swap_pointer_table():
+    """The dual swap_ab kernel's 2-row group table (row 1: B2 and its scales) per address set."""
+    from nvfp4gemm.sm90 import dual_swap
+
+    d = R.generate_input(40, 512, 1024, 1, 3, device="cpu")
+    pairs, table = dual_swap.pointer_args(d, None)
+    assert pairs == ((0, table.data_ptr()),)
+    a, b1, b2, _sfa, _sfb1, _sfb2, sfa_p, sfb1_p, sfb2_p, c = d
+    head = table.tolist()[:16]
+    assert head == [a.data_ptr(), b1.data_ptr(), c.data_ptr(), sfa_p.data_ptr(), sfb1_p.data_ptr(), 40, 512, 1024,
+                    0, b2.data_ptr(), 0, 0, sfb2_p.data_ptr(), 0, 0, 0]
+    assert not any(table.tolist()[16:])
+
+
+def test_template_with_pointer_args_holds_its_table(monkeypatch):
+    """A module with pointer_args (the grouped kernels): each call on new tensors points the
+    template's argument at that address set's table, which the template holds while it does."""
+    from cutlass.cute.runtime import make_ptr
+    import cutlass
+    import cutlass.cute as cute
+
+    calls, launches = collections.Counter(), []
+    tables = {}
+
+    def table_of(data):
+        key = tuple(t.data_ptr() for grp in data[0] for t in grp)
+        return tables.setdefault(key, torch.empty(16))
+
+    def runtime_args(data, cfg, stream, keep=None):
+        calls["runtime_args"] += 1
+        return (make_ptr(cutlass.Int64, table_of(data).data_ptr(), cute.AddressSpace.gmem, assumed_align=16), stream)
+
+    def pointer_args(data, cfg, stream_handle=None):
+        calls["pointer_args"] += 1
+        t = table_of(data)
+        return ((0, t.data_ptr()),), t
+
+    mod = types.SimpleNamespace(runtime_args=runtime_args, pointer_args=pointer_args)
+    _cpu_dispatcher(monkeypatch, "validate_group", calls, lambda *args: launches.append(_pointers(args)), mod)
+    g = R.generate_input([40, 72], [128, 64], [256, 256], 2, 1, device="cpu")
+    other = ([tuple(t.clone() for t in grp) for grp in g[0]], g[1], g[2], g[3])
+    for d in (g, g, other, g):
+        dispatch.custom_kernel(d)
+    want = [table_of(d).data_ptr() for d in (g, g, other, g)]
+    assert launches == [[w] for w in want]
+    assert calls == {"validate": 1, "runtime_args": 1, "pointer_args": 2}  # g repeated: nothing to rewrite
+    (tpl,) = next(iter(dispatch._SIGS.values())).templates.values()
+    assert tpl.owner is table_of(g)

@@ -211,14 +211,15 @@ def test_pointer_args_match_runtime_args(monkeypatch):
     keep = []
     args = gg.runtime_args(data, cfg, "stream", keep=keep)
     assert len(keep) == 1 and keep[0].buffer.data_ptr() == args[0]._pointer
-    slots = gg.pointer_args(data, cfg, stream_handle=0)
+    slots, owner = gg.pointer_args(data, cfg, stream_handle=0)
+    assert owner is keep[0]
     assert [ai for ai, _ in slots] == [0, 1, 2, 3] and all(isinstance(args[ai], _Pointer) for ai, _ in slots)
     assert [addr for _, addr in slots] == [args[ai]._pointer for ai, _ in slots]
     assert len(setups) == 1, "the template's own input needs no second setup"
     other = _cpu_group_data(shapes)
-    slots2 = gg.pointer_args(other, cfg, stream_handle=0)
+    slots2, owner2 = gg.pointer_args(other, cfg, stream_handle=0)
     ws2 = setups[-1]
-    assert len(setups) == 2 and slots2[0][1] == ws2.buffer.data_ptr() != slots[0][1]
+    assert owner2 is ws2 and len(setups) == 2 and slots2[0][1] == ws2.buffer.data_ptr() != slots[0][1]
     assert [a - slots2[0][1] for _, a in slots2] == [a - slots[0][1] for _, a in slots]
     args2 = gg.runtime_args(other, cfg, "stream")
     assert [repr(a) for a in args2[4:-1]] == [repr(a) for a in args[4:-1]], "scalars must not depend on addresses"

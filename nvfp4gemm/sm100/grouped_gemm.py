@@ -762,8 +762,9 @@ class Workspace:
     setup_done: bool = False  # the setup kernel has been launched for these descriptors
 
 
-# Entries must outlive the launches that point into them: the dispatcher builds this kernel's
-# arguments on every call (no template), so only a launch captured in a CUDA graph does
+# Entries must outlive the launches that point into them: the dispatcher's template holds the
+# workspace it points at now (pointer_args), eager launches are ordered on their stream before
+# any reuse of an evicted buffer, so only a launch captured in a CUDA graph needs the entry
 # (nvfp4gemm/cache.py).
 _CACHE_ENTRIES = 64
 _WORKSPACES: "collections.OrderedDict[tuple, Workspace]" = collections.OrderedDict()
@@ -889,13 +890,15 @@ def runtime_args(data, config: KernelConfig, stream=None, keep=None) -> tuple:
 
 
 def pointer_args(data, config: KernelConfig, stream_handle=None) -> tuple:
-    """((argument index, address), ...) that change with the input's addresses: the four
-    workspace pointers of `_workspace_for` (descriptors, pointer rows, shape rows, tile
-    offsets; the scalars after them depend on the sizes only), for a dispatcher launch
-    template (dispatch._Template)."""
+    """(((argument index, address), ...), the workspace) for the arguments that change with the
+    input's addresses: the four workspace pointers of `_workspace_for` (descriptors, pointer
+    rows, shape rows, tile offsets; the scalars after them depend on the sizes only), for a
+    dispatcher launch template (dispatch._Template, which holds the workspace while it points
+    there)."""
     if stream_handle is None:
         import torch
 
         stream_handle = torch.cuda.current_stream().cuda_stream
-    base = _workspace_for(data, config, cuda.CUstream(stream_handle)).buffer.data_ptr()
-    return ((0, base + WS_DESC), (1, base + WS_PTRS), (2, base + WS_SHAPES), (3, base + WS_OFFSETS))
+    ws = _workspace_for(data, config, cuda.CUstream(stream_handle))
+    base = ws.buffer.data_ptr()
+    return ((0, base + WS_DESC), (1, base + WS_PTRS), (2, base + WS_SHAPES), (3, base + WS_OFFSETS)), ws

@@ -82,8 +82,10 @@ def _rows(data) -> list:
 
 
 def pointer_args(data, config: KernelConfig, stream_handle=None) -> tuple:
-    """The group table (argument 0) of this input's addresses (dispatch._Template)."""
-    return ((0, grouped.pointer_table(data[-1].device, _rows(data)).data_ptr()),)
+    """The group table (argument 0) of this input's addresses, and that table
+    (grouped_gemm.pointer_args)."""
+    table = grouped.pointer_table(data[-1].device, _rows(data))
+    return ((0, table.data_ptr()),), table
 
 
 def runtime_args(data, config: KernelConfig, stream, keep=None) -> tuple:

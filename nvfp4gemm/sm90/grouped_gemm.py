@@ -517,14 +517,16 @@ def _pointer_table(dev, vals: tuple):
 
 
 def pointer_args(data, config: KernelConfig, stream_handle=None) -> tuple:
-    """((argument index, address), ...) that change with the input's addresses: the group table
-    (argument 0) of a grouped input (dispatch._Template; also the grouped skinny kernel's), in
-    `group_table_rows`' layout."""
+    """(((argument index, address), ...), the buffer they point into) for the arguments that
+    change with the input's addresses: the group table (argument 0) of a grouped input, in
+    `group_table_rows`' layout (dispatch._Template, which holds the buffer while it points
+    there; also the grouped skinny kernel's)."""
     abc, _sfs, sfs_p, sizes = data
     vals = ()
     for (a, b, c), (sa, sb), (m, n, k, _l) in zip(abc, sfs_p, sizes):
         vals += (a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), m, n, k)
-    return ((0, _pointer_table(abc[0][2].device, vals).data_ptr()),)
+    table = _pointer_table(abc[0][2].device, vals)
+    return ((0, table.data_ptr()),), table
 
 
 def runtime_args(data, config: KernelConfig, stream, keep=None) -> tuple:
