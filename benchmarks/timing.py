@@ -64,7 +64,6 @@ class Timer:
         torch.cuda.synchronize()
         return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) * 1e3  # µs
 
-
     def fresh(self, fn, make, calls: int) -> float:
         """Median time of `fn(make())` over `calls` calls, each on a new input made (untimed) just
         before it and dropped after it, on an idle GPU behind only the L2 flush: the leaderboard's
