@@ -27,6 +27,7 @@ CPU, configs.mixed_group_forms_plan; plans are cached).
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from operator import is_ as _is
 
@@ -45,6 +46,9 @@ SIG_ENTRIES = 4096
 _TEMPLATES: OrderedDict = OrderedDict()  # (id(entry), stream handle) -> _Entry holding that template
 # Each template holds its workspaces (A16 buffers up to tens of MB): at most this many live.
 TEMPLATE_ENTRIES = 16
+# Opt-in, not yet run on a GPU: grouped tables written by a kernel from its parameters instead of
+# uploaded per address set (nvfp4gemm/table_writer.py; modules with `table_entries`).
+TABLE_WRITER = os.environ.get("NVFP4_TABLE_WRITER") == "1"
 
 
 def _capability(device: torch.device) -> tuple[int, int]:
@@ -170,12 +174,35 @@ class _Template:
         self.handle = handle
         self.last = flat  # the tensors whose addresses the arguments hold now
         self.owner = None  # pointer_args' buffer the arguments point into now (besides `keep`)
+        self.writer = None
+        if self.slots is None and TABLE_WRITER and hasattr(mod, "table_entries"):
+            self._init_writer(handle)
+
+    def _init_writer(self, handle):
+        """The template's own group table, written by `table_writer` from parameters before each
+        launch whose addresses changed (argument 0 of the grouped kernels points at it)."""
+        from nvfp4gemm import table_writer
+
+        ck = self.entry.ck
+        self.table = torch.zeros(table_writer.ENTRIES, dtype=torch.int64, device=self.entry.device)
+        self.args[0]._desc.value = self.table.data_ptr()
+        self.entries = tuple(table_writer.entry_ptr(0) for _ in range(table_writer.ENTRIES))
+        wargs = (table_writer.entry_ptr(self.table.data_ptr(), align=16), self.entries, CUstream(handle))
+        for a in (wargs[0],) + self.entries:
+            a.__c_pointers__()
+        self.writer = PackedLaunch(table_writer.compiled(ck.arch, ck.runnable), wargs)
+        self.last = None  # the table is empty: the first call writes it
 
     def __call__(self, data, flat):
-        if flat is not self.last:
+        if flat is not self.last or (self.writer is not None and _capturing()):
             if self.slots is not None:
                 for ptr, di in self.slots:
                     ptr._desc.value = flat[di].data_ptr()
+            elif self.writer is not None:  # (inside capture always: a replay must write its own table)
+                entries = self.entries
+                for i, v in enumerate(self.entry.mod.table_entries(data)):
+                    entries[i]._desc.value = v
+                self.writer()
             else:
                 args = self.args
                 pairs, self.owner = self.entry.mod.pointer_args(data, self.entry.cfg, stream_handle=self.handle)
@@ -183,6 +210,10 @@ class _Template:
                     args[ai]._desc.value = addr
             self.last = flat
         self.launch()
+
+
+def _capturing() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def _templated(mod) -> bool:

@@ -256,3 +256,63 @@ def test_template_with_pointer_args_holds_its_table(monkeypatch):
     assert calls == {"validate": 1, "runtime_args": 1, "pointer_args": 2}  # g repeated: nothing to rewrite
     (tpl,) = next(iter(dispatch._SIGS.values())).templates.values()
     assert tpl.owner is table_of(g)
+
+
+def test_table_writer_template(monkeypatch):
+    """NVFP4_TABLE_WRITER (opt-in, not yet run on a GPU): the template points the kernel's table
+    argument at its own table and, whenever the addresses change, launches the writer with that
+    input's entries before the main kernel; repeated inputs launch the main kernel alone."""
+    from cutlass.cute.runtime import make_ptr
+    import cutlass
+    import cutlass.cute as cute
+
+    from nvfp4gemm import table_writer
+    from nvfp4gemm.sm90 import grouped_gemm as gg
+
+    calls, order = collections.Counter(), []
+    shared = torch.empty(128, dtype=torch.int64)
+
+    def runtime_args(data, cfg, stream, keep=None):
+        return (make_ptr(cutlass.Int64, shared.data_ptr(), cute.AddressSpace.gmem, assumed_align=16), stream)
+
+    def writer(dst, entries, stream):
+        order.append(("writer", dst._desc.value, [e._desc.value or 0 for e in entries]))  # (c_void_p 0 reads None)
+
+    monkeypatch.setattr(table_writer, "compiled", lambda arch, runnable: writer)
+    monkeypatch.setattr(dispatch, "TABLE_WRITER", True)
+    mod = types.SimpleNamespace(runtime_args=runtime_args, table_entries=gg.table_entries,
+                                pointer_args=lambda *a, **k: pytest.fail("pointer_args used with the writer on"))
+    main = lambda *args: order.append(("main", args[0]._desc.value))  # noqa: E731
+    _cpu_dispatcher(monkeypatch, "validate_group", calls, main, mod)
+    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device: (
+        "sm_90a", None, types.SimpleNamespace(fn=main, arch="sm_90a", runnable=False), mod))
+    g = R.generate_input([40, 72], [128, 64], [256, 256], 2, 1, device="cpu")
+    other = ([tuple(t.clone() for t in grp) for grp in g[0]], g[1], g[2], g[3])
+    for d in (g, g, other):
+        dispatch.custom_kernel(d)
+    (tpl,) = next(iter(dispatch._SIGS.values())).templates.values()
+    own = tpl.table.data_ptr()
+    pad = [0] * (128 - 16)
+    assert order == [("writer", own, list(gg.table_entries(g)) + pad), ("main", own), ("main", own),
+                     ("writer", own, list(gg.table_entries(other)) + pad), ("main", own)]
+
+
+def test_table_writer_compiles():
+    """The writer kernel compiles for both archs (CPU, compile-only) into 128 64-bit global stores
+    of its 128 entry parameters."""
+    import glob
+    import os
+    import tempfile
+
+    import cutlass.cute as cute
+
+    from nvfp4gemm import table_writer
+
+    for arch in ("sm_90a", "sm_100a"):
+        with tempfile.TemporaryDirectory() as d:
+            cute.compile(table_writer.TableWriter(), *table_writer.compile_args(),
+                         options=f"--gpu-arch {arch} --keep-ptx --dump-dir {d}")
+            (ptx,) = glob.glob(os.path.join(d, f"*.{arch}.ptx"))
+            text = open(ptx).read()
+            assert text.count("st.global.u64") == table_writer.ENTRIES, arch
+            assert text.count(".param .u64") == table_writer.ENTRIES + 1, arch

@@ -81,6 +81,11 @@ def _rows(data) -> list:
             [0, b2.data_ptr(), 0, 0, sfb2_p.data_ptr(), 0, 0, 0]]
 
 
+def table_entries(data) -> tuple:
+    """The 2-row group table's entries (nvfp4gemm/table_writer.py)."""
+    return tuple(v for r in _rows(data) for v in r)
+
+
 def pointer_args(data, config: KernelConfig, stream_handle=None) -> tuple:
     """The group table (argument 0) of this input's addresses, and that table
     (grouped_gemm.pointer_args)."""

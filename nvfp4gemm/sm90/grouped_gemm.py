@@ -516,16 +516,22 @@ def _pointer_table(dev, vals: tuple):
     return lru_lookup(_METAS, key, lambda: host.to(dev, non_blocking=True), META_ENTRIES)[0]
 
 
+def table_entries(data) -> tuple:
+    """The group table's entries for this input's addresses and sizes (`group_table_rows`'
+    layout, flattened, without the zero rows): what nvfp4gemm/table_writer.py writes."""
+    abc, _sfs, sfs_p, sizes = data
+    vals = ()
+    for (a, b, c), (sa, sb), (m, n, k, _l) in zip(abc, sfs_p, sizes):
+        vals += (a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), m, n, k)
+    return vals
+
+
 def pointer_args(data, config: KernelConfig, stream_handle=None) -> tuple:
     """(((argument index, address), ...), the buffer they point into) for the arguments that
     change with the input's addresses: the group table (argument 0) of a grouped input, in
     `group_table_rows`' layout (dispatch._Template, which holds the buffer while it points
     there; also the grouped skinny kernel's)."""
-    abc, _sfs, sfs_p, sizes = data
-    vals = ()
-    for (a, b, c), (sa, sb), (m, n, k, _l) in zip(abc, sfs_p, sizes):
-        vals += (a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), m, n, k)
-    table = _pointer_table(abc[0][2].device, vals)
+    table = _pointer_table(data[0][0][2].device, table_entries(data))
     return ((0, table.data_ptr()),), table
 
 

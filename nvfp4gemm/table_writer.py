@@ -1,0 +1,65 @@
+"""A one-warp kernel that writes a grouped launch's group table from its kernel parameters.
+
+Why (notes/sm90.md exp. 122): a grouped call on new tensors needs a device table of the new
+addresses, and a 1 KB host-to-device copy costs the host ~20 us with the GPU idle but ~90 us
+while a kernel runs (the leaderboard's L2 flush runs then).  Kernel parameters travel with the
+launch instead: the 128 table entries (16 groups x 8 int64 fields) are pointer-typed parameters
+of this kernel, so the dispatcher's launch template rewrites them per call like any data
+address (`_Pointer._desc`), and the kernel stores them, stream-ordered before the main kernel
+that reads the table.  Captured in a CUDA graph, each replay writes its own values first.
+
+Opt-in (`NVFP4_TABLE_WRITER=1`, read by nvfp4gemm/dispatch.py): compiled and checked on CPU,
+**not yet run on a GPU** (session 37 had no device time left).  Arch-neutral (plain global
+stores); compiled for the GPU's arch.
+"""
+
+from __future__ import annotations
+
+import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+
+ENTRIES = 128  # MAX_GROUPS (16) x META_FIELDS (8) int64 of the sm_90a grouped kernels' table
+
+
+class TableWriter:
+    """dst[i] = entries[i] (int64) for i < ENTRIES; `entries` are pointer-typed parameters whose
+    integer values are the table's (addresses, and sizes passed as 1-byte-aligned "pointers")."""
+
+    @cute.jit
+    def __call__(self, dst: cute.Pointer, entries: tuple, stream: cuda.CUstream):
+        self.kernel(dst, entries).launch(grid=(1, 1, 1), block=(32, 1, 1), stream=stream)
+
+    @cute.kernel
+    def kernel(self, dst: cute.Pointer, entries: tuple):
+        lane, _, _ = cute.arch.thread_idx()
+        table = cute.make_tensor(dst, cute.make_layout((ENTRIES,)))
+        for i in cutlass.range_constexpr(ENTRIES):
+            if lane == i % 32:
+                table[i] = entries[i].toint()
+
+
+def compile_args(dst_addr: int = 1 << 20) -> tuple:
+    """Arguments for `cute.compile(TableWriter(), *args)` (fake addresses: CPU compile)."""
+    from cutlass.cute.runtime import make_fake_stream
+
+    return (entry_ptr(dst_addr, align=16), tuple(entry_ptr(i + 1) for i in range(ENTRIES)), make_fake_stream())
+
+
+def entry_ptr(value: int, align: int = 1):
+    """One table entry as a pointer-typed parameter (any int64 value: align 1)."""
+    from cutlass.cute.runtime import make_ptr
+
+    return make_ptr(cutlass.Int64, value, cute.AddressSpace.gmem, assumed_align=align)
+
+
+_COMPILED: dict = {}
+
+
+def compiled(arch: str, runnable: bool):
+    """The compiled writer for `arch` (once per process; compile-only where not runnable)."""
+    key = (arch, runnable)
+    if key not in _COMPILED:
+        _COMPILED[key] = cute.compile(TableWriter(), *compile_args(),
+                                      options="" if runnable else f"--gpu-arch {arch}")
+    return _COMPILED[key]
