@@ -174,72 +174,6 @@ def test_cuda_graph_replay(problem):
                 custom_kernel(fresh)
 
 
-@pytest.fixture
-def table_writer_on(monkeypatch):
-    """The dispatcher with NVFP4_TABLE_WRITER on, its templates built fresh and dropped after."""
-    from nvfp4gemm import dispatch
-
-    def clear():
-        for cache in (dispatch._SIGS, dispatch._TEMPLATES, dispatch._LAST):
-            cache.clear()
-
-    clear()
-    monkeypatch.setattr(dispatch, "TABLE_WRITER", True)
-    yield
-    clear()
-
-
-@pytest.mark.parametrize("problem,shape", [
-    ("group", configs.GROUP_BENCHMARKS[1]),  # grouped mixed, three forms
-    ("group", configs.GROUP_BENCHMARKS[3]),  # stored-decode grouped kernel, split-K
-    ("group", ((8, 4096, 7168), (16, 4096, 7168))),  # grouped skinny
-    ("dual", (40, 7168, 2048, 1)),  # dual swap_ab (a 2-row group table)
-], ids=str)
-def test_table_writer_opt_in(table_writer_on, problem, shape):
-    """NVFP4_TABLE_WRITER (written in session 37 without a GPU; opt-in until this passes): the
-    group table written by nvfp4gemm/table_writer.py from kernel parameters; `_run`'s three
-    calls (new tensors in between) into poisoned outputs."""
-    _skip_sm100("sm_90a table kernels")
-    if problem == "dual":
-        _run(R.generate_input(*shape, 21, device="cuda", poison_padding=True), "dual")
-    else:
-        ms, ns, ks = (list(x) for x in zip(*shape))
-        _run(R.generate_input(ms, ns, ks, len(shape), 21, device="cuda", poison_padding=True), "group")
-
-
-def test_table_writer_graph(table_writer_on):
-    """With the writer, each captured launch writes its own table: two graphs captured on one
-    stream (one template) with different inputs -- the second never seen before, which needs no
-    upload now -- replay correctly in any order, with eager calls on other tensors between."""
-    from nvfp4gemm.dispatch import custom_kernel
-
-    _skip_sm100("sm_90a table kernels")
-    first = R.generate_input([40, 200], [512, 512], [1024, 1024], 2, 4244, device="cuda")
-    second = _flipped(first, "group")
-    custom_kernel(first)  # the signature's tables and compile, outside capture
-    torch.cuda.synchronize()
-    graphs = []
-    for data in (first, second):
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            custom_kernel(data)
-        graphs.append((g, data))
-    other = _flipped(second, "group")
-    out = custom_kernel(other)
-    torch.cuda.synchronize()
-    ok, msg = R.check_implementation(other, out)
-    assert ok, msg
-    for g, data in graphs + graphs[:1]:
-        outs = [c for _, _, c in data[0]]
-        for c in outs:
-            c.fill_(float("nan"))
-        g.replay()
-        torch.cuda.synchronize()
-        assert not any(torch.isnan(c).any() for c in outs), "graph replay left outputs unwritten"
-        ok, msg = R.check_implementation(data, outs)
-        assert ok, msg
-
-
 def test_dual_poisoned_padding():
     """Scale padding filled with NaN must never reach C."""
     data = R.generate_input(256, 384, 512, 1, 7, device="cuda", poison_padding=True)
@@ -1072,3 +1006,91 @@ def test_grouped_mixed_forms(tiles, shape, narrow_ctas):
     assert int(tabs[7].abs().sum()) == 0, "stream-K flags not reset"
     if isinstance(narrow_ctas, int):
         assert tabs[12][0] <= narrow_ctas  # (the (256, 128) plan may need fewer CTAs than it is given)
+
+
+# ---- exp. 123 (opt-in NVFP4_TABLE_WRITER): last in this file, the writer alone first
+
+
+def test_table_writer_kernel_alone():
+    """The writer alone first (its table compared entry by entry), so a wrong table fails here,
+    not as an illegal address in a main kernel that would spoil the tests after it."""
+    from cuda.bindings.driver import CUstream
+
+    from nvfp4gemm import harness, table_writer
+    from nvfp4gemm.dispatch import PackedLaunch
+
+    arch = harness.device_arch()
+    table = torch.full((table_writer.ENTRIES,), -1, dtype=torch.int64, device="cuda")
+    want = [(i * 0x10001 + 7) << (i % 20) for i in range(table_writer.ENTRIES)]
+    entries = tuple(table_writer.entry_ptr(v) for v in want)
+    args = (table_writer.entry_ptr(table.data_ptr(), align=16), entries,
+            CUstream(torch.cuda.current_stream().cuda_stream))
+    PackedLaunch(table_writer.compiled(arch, True), args)()
+    torch.cuda.synchronize()
+    assert table.tolist() == want
+
+
+@pytest.fixture
+def table_writer_on(monkeypatch):
+    """The dispatcher with NVFP4_TABLE_WRITER on, its templates built fresh and dropped after."""
+    from nvfp4gemm import dispatch
+
+    def clear():
+        for cache in (dispatch._SIGS, dispatch._TEMPLATES, dispatch._LAST):
+            cache.clear()
+
+    clear()
+    monkeypatch.setattr(dispatch, "TABLE_WRITER", True)
+    yield
+    clear()
+
+
+@pytest.mark.parametrize("problem,shape", [
+    ("group", configs.GROUP_BENCHMARKS[1]),  # grouped mixed, three forms
+    ("group", configs.GROUP_BENCHMARKS[3]),  # stored-decode grouped kernel, split-K
+    ("group", ((8, 4096, 7168), (16, 4096, 7168))),  # grouped skinny
+    ("dual", (40, 7168, 2048, 1)),  # dual swap_ab (a 2-row group table)
+], ids=str)
+def test_table_writer_opt_in(table_writer_on, problem, shape):
+    """NVFP4_TABLE_WRITER (written in session 37 without a GPU; opt-in until this passes): the
+    group table written by nvfp4gemm/table_writer.py from kernel parameters; `_run`'s three
+    calls (new tensors in between) into poisoned outputs."""
+    _skip_sm100("sm_90a table kernels")
+    if problem == "dual":
+        _run(R.generate_input(*shape, 21, device="cuda", poison_padding=True), "dual")
+    else:
+        ms, ns, ks = (list(x) for x in zip(*shape))
+        _run(R.generate_input(ms, ns, ks, len(shape), 21, device="cuda", poison_padding=True), "group")
+
+
+def test_table_writer_graph(table_writer_on):
+    """With the writer, each captured launch writes its own table: two graphs captured on one
+    stream (one template) with different inputs -- the second never seen before, which needs no
+    upload now -- replay correctly in any order, with eager calls on other tensors between."""
+    from nvfp4gemm.dispatch import custom_kernel
+
+    _skip_sm100("sm_90a table kernels")
+    first = R.generate_input([40, 200], [512, 512], [1024, 1024], 2, 4244, device="cuda")
+    second = _flipped(first, "group")
+    custom_kernel(first)  # the signature's tables and compile, outside capture
+    torch.cuda.synchronize()
+    graphs = []
+    for data in (first, second):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            custom_kernel(data)
+        graphs.append((g, data))
+    other = _flipped(second, "group")
+    out = custom_kernel(other)
+    torch.cuda.synchronize()
+    ok, msg = R.check_implementation(other, out)
+    assert ok, msg
+    for g, data in graphs + graphs[:1]:
+        outs = [c for _, _, c in data[0]]
+        for c in outs:
+            c.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert not any(torch.isnan(c).any() for c in outs), "graph replay left outputs unwritten"
+        ok, msg = R.check_implementation(data, outs)
+        assert ok, msg
