@@ -1,4 +1,5 @@
 """benchmarks/bench.py on a machine without a GPU: it says so, runs the compile report, and
+import pytest
 the report has one row per config with compile time, shared memory, registers, spills."""
 
 import json
@@ -178,3 +179,15 @@ def test_cta_trace_summary():
     for r in res:
         assert abs(r["whole_kb_us"] - 2.0) < 1e-9 and abs(r["split_kb_us"] - 3.0) < 1e-9
         assert abs(r["finisher_wait_us"] - 5.0) < 1e-9 and r["end_max_us"] > r["end_median_us"] > 0
+
+
+def test_leaderboard_timing_without_gpu(capsys):
+    """benchmarks/leaderboard_timing.py (GPU only) says so and exits 2 on a machine without one."""
+    import torch
+
+    from benchmarks import leaderboard_timing
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert leaderboard_timing.main([]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
