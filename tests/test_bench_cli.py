@@ -1,11 +1,12 @@
 """benchmarks/bench.py on a machine without a GPU: it says so, runs the compile report, and
-import pytest
 the report has one row per config with compile time, shared memory, registers, spills."""
 
 import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
