@@ -6,14 +6,16 @@
 The leaderboard's ranked runs never reuse an input (MEMORY.md, "The leaderboard times calls on
 new tensors"), so a call's host work on new tensors is part of its time.  Per case, µs:
 
-* `same`: one input object every call, L2 flushed before each (bench.py's "us" column);
+* `same`: one input object every call, each after a synchronize and an L2 flush;
 * `eval`: gpu-mode eval.py's leaderboard mode -- a new input made before every call (untimed)
-  and dropped after it, synchronize, L2 flush, CUDA events around the call;
+  and dropped after it, synchronize, L2 flush, CUDA events around the call (bench.py's "fresh"
+  column: the same `Timer.fresh`);
 * `better`: eval_better_bench -- 15 inputs of other seeds re-cloned every iteration, the L2
   flushed once per iteration, each call timed alone after a synchronize (the GPU idle); the
   mean per call of an iteration, median over iterations.
 
-Also prints the host time of the calls (perf_counter around `custom_kernel`).  Compare modes
+The L2 flush is bench.py's (a buffer of 4x the L2 written; eval.py fills 256 MB).  Also prints
+the host time of the calls (perf_counter around `custom_kernel`).  Compare modes
 within one run: they share the GPU's state.
 """
 
@@ -24,7 +26,6 @@ import json
 import os
 import statistics
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -33,63 +34,34 @@ import nvfp4gemm  # noqa: E402,F401  (must precede cutlass)
 import torch  # noqa: E402
 
 from benchmarks.bench import case_name, cases_for  # noqa: E402
-from benchmarks.timing import clone_input, make_input  # noqa: E402
+from benchmarks.timing import Timer, clone_input, make_input, timed_call  # noqa: E402
 
 BATCH = 15  # eval_better_bench's inputs per iteration
 
 
-def _flush():
-    """eval.py's clear_l2_cache: a 256 MB fill."""
-    dummy = torch.empty((32, 1024, 1024), dtype=torch.int64, device="cuda")
-    dummy.fill_(42)
-    del dummy
-
-
-def _timed(fn, data, flush: bool) -> tuple[float, float]:
-    """(event µs, host µs) of one call on an idle GPU (behind the L2 flush if `flush`)."""
-    torch.cuda.synchronize()
-    if flush:
-        _flush()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    t0 = time.perf_counter()
-    fn(data)
-    host = (time.perf_counter() - t0) * 1e6
-    e.record()
-    torch.cuda.synchronize()
-    return s.elapsed_time(e) * 1e3, host
-
-
-def time_case(problem: str, shape, calls: int) -> dict:
+def time_case(problem: str, shape, calls: int, timer: Timer) -> dict:
     from submission import custom_kernel
 
     base = make_input(problem, shape, 1)
     custom_kernel(clone_input(base))  # compile, plan, first templates: not timed
-    torch.cuda.synchronize()
-    same = [_timed(custom_kernel, base, True) for _ in range(calls)]
-    fresh = []
-    for _ in range(calls):
-        x = clone_input(base)
-        fresh.append(_timed(custom_kernel, x, True))
-        del x
+    out = {"problem": problem, "case": [list(s) for s in shape] if problem == "group" else list(shape)}
+    same = [timed_call(custom_kernel, base, timer.flush) for _ in range(calls)]
+    out["same_us"] = statistics.median(t for t, _ in same)
+    out["same_host_us"] = statistics.median(h for _, h in same)
+    out["eval_us"], out["eval_host_us"] = timer.fresh(custom_kernel, lambda: clone_input(base), calls)
     inputs = [make_input(problem, shape, 2 + i) for i in range(BATCH)]
     for d in inputs:
         custom_kernel(clone_input(d))
-    better = []
+    better = []  # (mean µs, mean host µs) per call of each iteration
     for _ in range(max(3, calls // BATCH)):
         it = clone_input(inputs)
         torch.cuda.synchronize()
-        _flush()
-        per_call = [_timed(custom_kernel, d, False) for d in it]
+        timer.flush()
+        per_call = [timed_call(custom_kernel, d) for d in it]
         better.append((sum(t for t, _ in per_call) / len(per_call), sum(h for _, h in per_call) / len(per_call)))
         del it
-
-    def med(rows):
-        return statistics.median(t for t, _ in rows), statistics.median(h for _, h in rows)
-
-    out = {"problem": problem, "case": [list(s) for s in shape] if problem == "group" else list(shape)}
-    for name, rows in (("same", same), ("eval", fresh), ("better", better)):
-        out[name + "_us"], out[name + "_host_us"] = med(rows)
+    out["better_us"] = statistics.median(t for t, _ in better)
+    out["better_host_us"] = statistics.median(h for _, h in better)
     return out
 
 
@@ -104,12 +76,13 @@ def main(argv=None) -> int:
         print("leaderboard_timing.py needs a CUDA GPU (sm_90 or sm_100)", file=sys.stderr)
         return 2
     problems = ["dual", "group"] if args.problem == "both" else [args.problem]
+    timer = Timer(1)  # (its L2 flush buffer)
     rows = []
     print(f"{torch.cuda.get_device_name()}: µs per call (host µs)")
     print(f"{'problem':7} {'case':44} {'same':>16} {'eval (new input)':>18} {'better_bench':>16}")
     for problem in problems:
         for shape in cases_for(problem, args.cases):
-            r = time_case(problem, shape, args.calls)
+            r = time_case(problem, shape, args.calls, timer)
             rows.append(r)
             cols = [f"{r[m + '_us']:7.1f} ({r[m + '_host_us']:4.0f})" for m in ("same", "eval", "better")]
             print(f"{problem:7} {case_name(problem, shape)[:44]:44} {cols[0]:>16} {cols[1]:>18} {cols[2]:>16}", flush=True)

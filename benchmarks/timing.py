@@ -64,23 +64,36 @@ class Timer:
         torch.cuda.synchronize()
         return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) * 1e3  # µs
 
-    def fresh(self, fn, make, calls: int) -> float:
-        """Median time of `fn(make())` over `calls` calls, each on a new input made (untimed) just
-        before it and dropped after it, on an idle GPU behind only the L2 flush: the leaderboard's
-        method (module doc), where the allocator hands a dropped input's memory to the next one."""
-        ts = []
+    def flush(self) -> None:
+        self.flush_buf.zero_()
+
+    def fresh(self, fn, make, calls: int) -> tuple[float, float]:
+        """(median µs, median host µs) of `fn(make())` over `calls` calls, each on a new input
+        made (untimed) just before it and dropped after it, on an idle GPU behind only the L2
+        flush: the leaderboard's method (module doc), where the allocator hands a dropped input's
+        memory to the next one."""
+        rows = []
         for _ in range(calls):
             x = make()
-            torch.cuda.synchronize()
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            self.flush_buf.zero_()
-            s.record()
-            fn(x)
-            e.record()
-            torch.cuda.synchronize()
-            ts.append(s.elapsed_time(e) * 1e3)
+            rows.append(timed_call(fn, x, self.flush))
             del x
-        return statistics.median(ts)
+        return statistics.median(t for t, _ in rows), statistics.median(h for _, h in rows)
+
+
+def timed_call(fn, x, flush=None) -> tuple[float, float]:
+    """(event µs, host µs) of one `fn(x)` after a synchronize (the GPU idle), behind `flush()`
+    if given: one call as gpu-mode's evaluators time it."""
+    torch.cuda.synchronize()
+    if flush is not None:
+        flush()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    t0 = time.perf_counter()
+    fn(x)
+    host = (time.perf_counter() - t0) * 1e6
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e) * 1e3, host
 
 
 FRESH_CALLS = 20  # timed calls with new tensors per case (each a clone of the case's input)
@@ -253,7 +266,7 @@ def bench_case(problem: str, shape, gpu: str, timer: Timer, ceilings: dict, grap
             custom_kernel(data)
         row["graph_us"] = timer(g.replay)
     custom_kernel(clone_input(data))  # (not timed: any per-shape first-call work)
-    row["fresh_us"] = timer.fresh(custom_kernel, lambda: clone_input(data), FRESH_CALLS)
+    row["fresh_us"] = timer.fresh(custom_kernel, lambda: clone_input(data), FRESH_CALLS)[0]
     for name in fns:
         if name in errors:
             row["baselines"][name] = {"error": errors[name]}

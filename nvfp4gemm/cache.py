@@ -4,7 +4,7 @@
 holds the workspaces and tables its packed arguments point into (`keep`), so evicting an entry
 here never frees a live template's buffers.  A launch captured in a CUDA graph points into them
 too, and outlives its template only as long as these caches keep the entry: `lru_lookup` evicts
-least recently looked-up entries first and refuses caches of fewer than RECENT_PREPARED entries.
+least recently looked-up entries first and refuses caches of fewer than MIN_ENTRIES entries.
 (Session 36 found the sm_90a caches clearing themselves whole when full: the 17th new dual
 output freed the A16 buffers that a launch kept by the dispatcher of that time still pointed
 into, and a replay of it would have written there.)
@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-RECENT_PREPARED = 8  # the floor of every cache's size (module doc)
+MIN_ENTRIES = 8  # the floor of every cache's size (module doc)
 
 
 def lru_lookup(cache: OrderedDict, key, build, max_entries: int) -> tuple[object, bool]:
     """(value, built): the cached value of `key`, else `build()` cached; least recently looked-up
-    entries are dropped beyond `max_entries` (>= RECENT_PREPARED, see the module doc)."""
-    if max_entries < RECENT_PREPARED:
-        raise ValueError(f"a cache of {max_entries} entries could drop a kept launch's buffers "
-                         f"(at least {RECENT_PREPARED}: nvfp4gemm/cache.py)")
+    entries are dropped beyond `max_entries` (>= MIN_ENTRIES, see the module doc)."""
+    if max_entries < MIN_ENTRIES:
+        raise ValueError(f"a cache of {max_entries} entries could drop buffers a captured launch "
+                         f"points into (at least {MIN_ENTRIES}: nvfp4gemm/cache.py)")
     hit = cache.get(key)
     if hit is not None:
         cache.move_to_end(key)
@@ -31,3 +31,13 @@ def lru_lookup(cache: OrderedDict, key, build, max_entries: int) -> tuple[object
     while len(cache) > max_entries:
         cache.popitem(last=False)
     return hit, True
+
+
+def refuse_in_capture() -> None:
+    """RuntimeError inside CUDA-graph capture, before a table upload: captured there, the copy
+    would replay from a pinned host block that is reused afterwards."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError("a grouped launch is being prepared inside CUDA-graph capture: call custom_kernel "
+                           "once with these inputs before capturing")

@@ -18,7 +18,8 @@ measured time.  Hence:
   that are data tensors' addresses: the dual kernels) or its `pointer_args` (a device table of
   the group addresses, built and uploaded once per address set and cached; on sm_100a the
   per-address-set workspace of TMA descriptors and its setup kernel).
-* A module with neither gets its arguments built on every call (none today).
+* A module with neither gets its arguments built on every call (the grouped mixed kernel when
+  compiled with NVFP4_CTA_TRACE, whose table also holds the trace slot; test stand-ins).
 
 A first call of a signature costs ~50 µs (dual) to ~1 ms (8 groups) of Python plus, once per
 config, the compile; the first call of a new grouped shape also plans its schedule (~7 ms on CI's
@@ -136,7 +137,7 @@ def _signature(problem, flat, sizes_t):
 
 class _Entry:
     """One validated input signature: its problem, shape, device, plan and launch templates."""
-    __slots__ = ("problem", "shape", "device", "cfg", "ck", "mod", "aligned_idx", "templates")
+    __slots__ = ("problem", "shape", "device", "cfg", "ck", "mod", "aligned_idx", "templated", "templates")
 
 
 def _validated(problem, data, flat, sig) -> _Entry:
@@ -148,6 +149,7 @@ def _validated(problem, data, flat, sig) -> _Entry:
     e.problem, e.shape, e.device, e.cfg, e.ck, e.mod = problem, shape, device, cfg, ck, mod
     used_ids = {id(t) for _name, t in used}
     e.aligned_idx = tuple(i for i, t in enumerate(flat) if id(t) in used_ids)
+    e.templated = hasattr(mod, "DATA_SLOTS") or hasattr(mod, "pointer_args")  # (else: arguments per call)
     e.templates = {}
     if sig is not None:
         lru_lookup(_SIGS, sig, lambda: e, SIG_ENTRIES)
@@ -216,17 +218,15 @@ def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
-def _templated(mod) -> bool:
-    return hasattr(mod, "DATA_SLOTS") or hasattr(mod, "pointer_args")
-
-
 _LAST: OrderedDict = OrderedDict()  # id(data) -> (data, its tensors, its sizes, _Entry): recent inputs
 LAST_ENTRIES = 8
 
 
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # (what torch.compile's code uses)
+
+
 def _stream_handle(device) -> int:
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # (what torch.compile's code uses)
-    return raw(device.index) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+    return _RAW_STREAM(device.index) if _RAW_STREAM is not None else torch.cuda.current_stream(device).cuda_stream
 
 
 def _entry_of(data):
@@ -265,7 +265,7 @@ def _entry_of(data):
 def custom_kernel(data):
     entry, flat = _entry_of(data)
     handle = _stream_handle(entry.device)
-    if _templated(entry.mod):
+    if entry.templated:
         tpl = entry.templates.get(handle)
         key = (id(entry), handle)
         if tpl is None:

@@ -193,16 +193,20 @@ def test_data_slots_match_runtime_args(monkeypatch, module, shape):
 
 def test_sm90_grouped_pointer_table_layout():
     """The per-address-set group table that the template points the grouped kernels at has
-    `launch_tables`' layout (group_table_rows, zero rows up to MAX_GROUPS) and is cached per set;
+    `launch_tables`' layout (per group a, b, c, sfa_perm, sfb_perm, M, N, K; zero rows up to
+    MAX_GROUPS) and is cached per set;
     pointer_args hands back the table itself for the template to hold."""
     from nvfp4gemm.sm90 import grouped_gemm as gg
 
     g = R.generate_input([40, 72, 100], [128, 64, 256], [256, 256, 512], 3, 1, device="cpu")
     (pairs, table) = gg.pointer_args(g, None)
     assert pairs == ((0, table.data_ptr()),)
+    want = []  # the layout the kernels' group_meta_tensor reads, spelled out
+    for (a, b, c), (sa, sb), (m, n, k, _l) in zip(g[0], g[2], g[3]):
+        want += [a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), m, n, k]
+    assert table.tolist() == want + [0] * (gg.MAX_GROUPS * gg.META_FIELDS - len(want))
     rows, _shapes = gg.group_table_rows(g)
-    want = rows + [[0] * gg.META_FIELDS] * (gg.MAX_GROUPS - len(rows))
-    assert table.tolist() == [v for r in want for v in r]
+    assert [v for r in rows for v in r] == want
     assert gg.pointer_args(g, None)[1] is table, "same addresses: the cached table"
     other = ([(a.clone(), b, c) for a, b, c in g[0]], g[1], g[2], g[3])
     assert gg.pointer_args(other, None)[1] is not table

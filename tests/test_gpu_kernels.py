@@ -127,10 +127,10 @@ def test_kept_launch_outlives_many_new_outputs():
     kept[-1].fill_(float("nan"))
     out = custom_kernel(kept)
     torch.cuda.synchronize()
-    assert not torch.isnan(out).any(), "kept launch: output not fully written"
+    assert not torch.isnan(out).any(), "earlier input: output not fully written"
     ok, msg = R.check_implementation(kept, out)
     assert ok, msg
-    assert all(bool((t == 7.0).all()) for t in canary), "a kept launch wrote into memory it no longer owns"
+    assert all(bool((t == 7.0).all()) for t in canary), "an earlier input's launch wrote into memory it no longer owns"
 
 
 @pytest.mark.parametrize("problem", ["dual", "group"])

@@ -137,12 +137,12 @@ def test_workspace_lookup_reuses_and_revalidates():
     # Back to the first tensors: still cached.
     _ws5, setup5 = gg.workspace_lookup(cache, key, build)
     assert not setup5 and build.builds == 3
-    # Least recently used entries are evicted beyond max_entries (at least the dispatcher's
-    # kept launches: nvfp4gemm/cache.py refuses fewer).
+    # Least recently used entries are evicted beyond max_entries (at least
+    # MIN_ENTRIES: nvfp4gemm/cache.py refuses fewer).
     for i in range(8):
         gg.workspace_lookup(cache, (cfg, key[1], (i,)), build, max_entries=8)
     assert len(cache) == 8 and key not in cache
-    with pytest.raises(ValueError, match="kept launch"):
+    with pytest.raises(ValueError, match="captured launch"):
         gg.workspace_lookup(cache, key, build, max_entries=3)
 
 
@@ -163,9 +163,9 @@ def _cpu_group_data(shapes):
 
 
 def test_cache_outlives_dispatcher_replays():
-    from nvfp4gemm.cache import RECENT_PREPARED
+    from nvfp4gemm.cache import MIN_ENTRIES
 
-    assert gg._CACHE_ENTRIES >= 4 * RECENT_PREPARED
+    assert gg._CACHE_ENTRIES >= 4 * MIN_ENTRIES
 
 
 def test_runtime_args_cache_hit_builds_nothing(monkeypatch):

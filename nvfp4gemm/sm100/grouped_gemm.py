@@ -57,7 +57,7 @@ from cutlass.pipeline import pipeline_init_wait
 
 import configs
 from configs import K_BLOCK, SF_VEC, KernelConfig
-from nvfp4gemm.cache import lru_lookup
+from nvfp4gemm.cache import lru_lookup, refuse_in_capture
 from nvfp4gemm.scheduler import (
     TileInfoPipeline, blocked_tile_range, group_and_rank, grouped_mma_tiles, grouped_tile_offsets,
     linear_to_mnl,
@@ -817,9 +817,7 @@ def _build_workspace(config: KernelConfig, data, key) -> Workspace:
     pad = -buf.data_ptr() % 128
     buf = buf[pad:pad + WS_BYTES]
     if device.type == "cuda":
-        if torch.cuda.is_current_stream_capturing():  # (a captured copy would replay a reused pinned block)
-            raise RuntimeError("a grouped launch is being prepared inside CUDA-graph capture: call custom_kernel "
-                               "once with these inputs before capturing")
+        refuse_in_capture()
         # Pinned staging: the copy is asynchronous on the current stream (the caching host
         # allocator keeps the staging buffer alive until the copy has run).
         host = host.pin_memory()

@@ -31,6 +31,7 @@ from cutlass.cute.nvgpu import warpgroup
 
 from configs import (K_BLOCK, KernelConfig, check_shape, mixed_c_stage_bytes, sm90_acc_registers, sm90_sfb_atoms,
                      sm90_smem_bytes)
+from nvfp4gemm.cache import refuse_in_capture
 from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.sm90 import decode
 
@@ -50,32 +51,26 @@ def sm_count(dev) -> int:
     return _SMS[dev]
 
 
-def refuse_in_capture() -> None:
-    """RuntimeError inside CUDA-graph capture: a table upload captured there would replay from a
-    pinned host block that is reused afterwards."""
-    import torch
-
-    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
-        raise RuntimeError("a grouped launch is being prepared inside CUDA-graph capture: call custom_kernel "
-                           "once with these inputs before capturing")
-
-
 def device_tables(dev, *tables) -> list:
     """Device copies of host tables, each given as (nested list of ints, torch dtype), through
     one pinned host buffer and one non-blocking copy (each 16-byte aligned on the device).
     `torch.tensor(..., device=cuda)` per table is a synchronous copy each, so a new grouped
     shape made the host wait for the GPU's queue once per table (five for the mixed kernels);
     the pinned block is not reused before the copy has run (PyTorch's host allocator records
-    the stream's use)."""
+    the stream's use).  (A CPU `dev`, for tests: no pinning.)"""
     import torch
 
     refuse_in_capture()
+    pin = dev.type == "cuda"
+    if len(tables) == 1:  # (the per-address-set group table: the fewest host steps)
+        (v, dt), = tables
+        return [torch.tensor(v, dtype=dt, pin_memory=pin).to(dev, non_blocking=True)]
     host = [torch.tensor(v, dtype=dt) for v, dt in tables]
     offs, total = [], 0
     for h in host:
         offs.append(total)
         total += -(-h.numel() * h.element_size() // 16) * 16
-    buf = torch.empty(max(total, 16), dtype=torch.uint8, pin_memory=True)
+    buf = torch.empty(max(total, 16), dtype=torch.uint8, pin_memory=pin)
     for h, o in zip(host, offs):
         buf[o:o + h.numel() * h.element_size()] = h.flatten().view(torch.uint8)
     dbuf = buf.to(dev, non_blocking=True)

@@ -499,7 +499,8 @@ def split_args(config: KernelConfig, m: int, n: int, k: int, l: int, c):
     """(workspace, counters, items, full_tiles, splits, ctas) of the split-K plan
     (scheduler.split_plan) for this shape on C's GPU.  The fp32 workspace and the
     per-split-tile counters (zeroed once; the kernel leaves them at 0) are cached per output
-    tensor address, so a repeated call allocates nothing and two outputs never share one."""
+    tensor address.  The dispatcher asks once per (signature, stream) and its launch template then
+    runs every output of that signature with them: calls on one stream are ordered."""
     import torch
 
     key = (c.device, c.data_ptr(), config.mma_tile_mn, config.cluster_mn, config.split_k, m, n, k, l)

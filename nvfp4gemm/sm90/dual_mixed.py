@@ -546,8 +546,9 @@ def a16_rows(config: KernelConfig, m: int) -> int:
 
 def a16_workspace(c, m: int, k: int, rows: int):
     """The fp16 A16 buffer (rows >= M, x K) of the pre-pass, cached per output tensor address
-    and shape (as the split-K workspaces: a repeated call allocates nothing, two outputs never
-    share one).  Rows past M are zeroed once (the pre-pass writes rows < M only)."""
+    and shape (as the split-K workspaces).  The dispatcher asks once per (signature, stream) and
+    its launch template then runs every output of that signature with it: calls on one stream
+    are ordered.  Rows past M are zeroed once (the pre-pass writes rows < M only)."""
     import torch
 
     def build():

@@ -89,7 +89,7 @@ def table_entries(data) -> tuple:
 def pointer_args(data, config: KernelConfig, stream_handle=None) -> tuple:
     """The group table (argument 0) of this input's addresses, and that table
     (grouped_gemm.pointer_args)."""
-    table = grouped.pointer_table(data[-1].device, _rows(data))
+    table = grouped.pointer_table(data[-1].device, table_entries(data))
     return ((0, table.data_ptr()),), table
 
 

@@ -52,7 +52,7 @@ from configs import K_BLOCK, KernelConfig
 from nvfp4gemm import scheduler
 from nvfp4gemm.cache import lru_lookup
 from nvfp4gemm.sm90 import decode
-from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, Sm90Common, device_tables, refuse_in_capture, sm_count
+from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, Sm90Common, device_tables, sm_count
 
 MAX_GROUPS = 16
 META_FIELDS = 8  # a, b, c, sfa_perm, sfb_perm, M, N, K (int64 each)
@@ -455,13 +455,23 @@ def launch_args(tables, stream) -> tuple:
     )
 
 
-def group_table_rows(data) -> tuple[list, list]:
-    """(rows of the group table: a, b, c, sfa_perm, sfb_perm addresses and M, N, K per group;
-    the (m, n, k) shapes) of a grouped input (also the grouped skinny kernel's)."""
+def table_entries(data) -> tuple:
+    """The group table's entries for a grouped input, flattened without the zero rows: a, b, c,
+    sfa_perm, sfb_perm addresses and M, N, K per group (META_FIELDS each; what the kernels'
+    `group_meta_tensor` reads, and what nvfp4gemm/table_writer.py writes)."""
     abc, _sfs, sfs_p, sizes = data
-    rows = [[a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), m, n, k]
-            for (a, b, c), (sa, sb), (m, n, k, _l) in zip(abc, sfs_p, sizes)]
-    return rows, [(m, n, k) for m, n, k, _l in sizes]
+    vals = ()
+    for (a, b, c), (sa, sb), (m, n, k, _l) in zip(abc, sfs_p, sizes):
+        vals += (a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), m, n, k)
+    return vals
+
+
+def group_table_rows(data) -> tuple[list, list]:
+    """(rows of the group table (`table_entries`, a list per group); the (m, n, k) shapes) of a
+    grouped input (also the grouped skinny kernel's)."""
+    vals = table_entries(data)
+    rows = [list(vals[i:i + META_FIELDS]) for i in range(0, len(vals), META_FIELDS)]
+    return rows, [(m, n, k) for m, n, k, _l in data[3]]
 
 
 _TABLES: OrderedDict = OrderedDict()
@@ -495,14 +505,10 @@ _METAS: OrderedDict = OrderedDict()
 META_ENTRIES = 64  # ~1 KB each
 
 
-def pointer_table(dev, rows):
-    """The group table of one set of addresses (rows padded to MAX_GROUPS, int64) as a device
-    tensor, cached by its rows: the per-call part of a dispatcher launch template, whose other
-    tables depend on the sizes only.  Same layout as `launch_tables`' meta."""
-    return _pointer_table(dev, tuple(v for r in rows for v in r))
-
-
-def _pointer_table(dev, vals: tuple):
+def pointer_table(dev, vals: tuple):
+    """The group table of one set of addresses (`table_entries`, zero-padded to MAX_GROUPS rows,
+    int64) as a device tensor, cached by its entries: the per-call part of a dispatcher launch
+    template, whose other tables depend on the sizes only.  Same layout as `launch_tables`' meta."""
     key = vals + (dev.index,)
     hit = _METAS.get(key)
     if hit is not None:
@@ -510,20 +516,8 @@ def _pointer_table(dev, vals: tuple):
         return hit
     import torch
 
-    refuse_in_capture()
-    pad = MAX_GROUPS * META_FIELDS - len(vals)
-    host = torch.tensor(vals + (0,) * pad, dtype=torch.int64, pin_memory=dev.type == "cuda")
-    return lru_lookup(_METAS, key, lambda: host.to(dev, non_blocking=True), META_ENTRIES)[0]
-
-
-def table_entries(data) -> tuple:
-    """The group table's entries for this input's addresses and sizes (`group_table_rows`'
-    layout, flattened, without the zero rows): what nvfp4gemm/table_writer.py writes."""
-    abc, _sfs, sfs_p, sizes = data
-    vals = ()
-    for (a, b, c), (sa, sb), (m, n, k, _l) in zip(abc, sfs_p, sizes):
-        vals += (a.data_ptr(), b.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr(), m, n, k)
-    return vals
+    pad = (0,) * (MAX_GROUPS * META_FIELDS - len(vals))
+    return lru_lookup(_METAS, key, lambda: device_tables(dev, (vals + pad, torch.int64))[0], META_ENTRIES)[0]
 
 
 def pointer_args(data, config: KernelConfig, stream_handle=None) -> tuple:
@@ -531,7 +525,7 @@ def pointer_args(data, config: KernelConfig, stream_handle=None) -> tuple:
     change with the input's addresses: the group table (argument 0) of a grouped input, in
     `group_table_rows`' layout (dispatch._Template, which holds the buffer while it points
     there; also the grouped skinny kernel's)."""
-    table = _pointer_table(data[0][0][2].device, table_entries(data))
+    table = pointer_table(data[0][0][2].device, table_entries(data))
     return ((0, table.data_ptr()),), table
 
 
