@@ -10,7 +10,11 @@ measured time.  Hence:
   of a known signature is checked by its signature and its data pointers' alignment (`_SIGS`);
   the very same input object with the very same tensors as a recent call skips even that
   (`_LAST`; a tensor whose storage is swapped in place with `Tensor.set_` keeps its identity:
-  don't).
+  don't).  The problem's latest signature is checked first, in C++ by torch's TensorGuards (the
+  guards torch.compile checks its graphs' inputs with), over the tensors validation lists as
+  used: a grouped input's plain scales, which no kernel reads, are validated with a signature's
+  first input and not looked at after.  (The Python signature of 56 tensors costs ~100 µs of the H100
+  machine's host on new tensors, about the grouped kernels' own time: notes/sm90.md exp. 124.)
 * The first call of a signature on a stream builds a launch template (`_Template`): the kernel
   module's runtime arguments, converted and packed once (`PackedLaunch`), holding the workspaces
   they point into.  Later calls write the new data addresses into the packed pointer arguments
@@ -29,8 +33,12 @@ CPU, configs.mixed_group_forms_plan; plans are cached).
 from __future__ import annotations
 
 import os
+import ctypes
 from collections import OrderedDict
+from functools import reduce
+from itertools import chain
 from operator import is_ as _is
+from operator import itemgetter, or_
 
 import torch
 from cuda.bindings.driver import CUstream
@@ -47,9 +55,9 @@ SIG_ENTRIES = 4096
 _TEMPLATES: OrderedDict = OrderedDict()  # (id(entry), stream handle) -> _Entry holding that template
 # Each template holds its workspaces (A16 buffers up to tens of MB): at most this many live.
 TEMPLATE_ENTRIES = 16
-# Opt-in, not yet run on a GPU: grouped tables written by a kernel from its parameters instead of
-# uploaded per address set (nvfp4gemm/table_writer.py; modules with `table_entries`).
-TABLE_WRITER = os.environ.get("NVFP4_TABLE_WRITER") == "1"
+# Grouped tables written by a kernel from its parameters (nvfp4gemm/table_writer.py; modules
+# with `table_entries`) rather than uploaded once per address set; NVFP4_TABLE_WRITER=0: uploads.
+TABLE_WRITER = os.environ.get("NVFP4_TABLE_WRITER", "1") != "0"
 
 
 def _capability(device: torch.device) -> tuple[int, int]:
@@ -120,9 +128,7 @@ def _flatten(data):
         raise InputError("input must be the dual 10-tuple (a, b1, b2, sfa, sfb1, sfb2, sfa_perm, sfb1_perm, "
                          "sfb2_perm, c) or the grouped 4-tuple (abc, sfasfb, sfasfb_perm, problem_sizes)")
     abc, sfs, sfs_p, sizes = data
-    flat = tuple(t for grp in abc for t in grp) + tuple(t for grp in sfs for t in grp) + \
-        tuple(t for grp in sfs_p for t in grp)
-    return "group", flat, sizes
+    return "group", tuple(chain(chain.from_iterable(abc), chain.from_iterable(sfs), chain.from_iterable(sfs_p))), sizes
 
 
 def _signature(problem, flat, sizes_t):
@@ -135,9 +141,33 @@ def _signature(problem, flat, sizes_t):
         return None
 
 
+try:  # C++ tensor checks (dtype, device, shape, strides, dispatch keys, requires_grad)
+    from torch._C._dynamo.guards import TensorGuards as _TensorGuards
+except ImportError:  # (then only the Python signature)
+    _TensorGuards = None
+
+
+def _guard(flat):
+    """A TensorGuards that passes tensors of exactly `flat`'s dtypes, devices, shapes and strides
+    (and requires_grad, dispatch keys), or None where torch has none or it fails to check `flat`
+    itself.  Stricter than the signature on the tensors it checks: a miss only takes the slower
+    path."""
+    if _TensorGuards is None:
+        return None
+    try:
+        g = _TensorGuards(*flat, dynamic_dims_sizes=[list(t.shape) for t in flat],
+                          dynamic_dims_strides=[list(t.stride()) for t in flat])
+        return g if g.check(*flat) else None
+    except Exception:  # noqa: BLE001  (a torch whose TensorGuards differs: no fast path)
+        return None
+
+
 class _Entry:
-    """One validated input signature: its problem, shape, device, plan and launch templates."""
-    __slots__ = ("problem", "shape", "device", "cfg", "ck", "mod", "aligned_idx", "templated", "templates")
+    """One validated input signature: its problem, shape, device, plan and launch templates;
+    `used` picks the tensors the kernel reads or writes from the flattened input, and `guard`
+    (over those), `sizes` and `n_flat` are the fast check of a later input (`_entry_of`)."""
+    __slots__ = ("problem", "shape", "device", "cfg", "ck", "mod", "used", "templated", "templates",
+                 "guard", "sizes", "n_flat")
 
 
 def _validated(problem, data, flat, sig) -> _Entry:
@@ -148,10 +178,13 @@ def _validated(problem, data, flat, sig) -> _Entry:
     e = _Entry()
     e.problem, e.shape, e.device, e.cfg, e.ck, e.mod = problem, shape, device, cfg, ck, mod
     used_ids = {id(t) for _name, t in used}
-    e.aligned_idx = tuple(i for i, t in enumerate(flat) if id(t) in used_ids)
+    idx = [i for i, t in enumerate(flat) if id(t) in used_ids]
+    e.used = itemgetter(*idx) if len(idx) > 1 else (lambda f, i=idx[0]: (f[i],))
     e.templated = hasattr(mod, "DATA_SLOTS") or hasattr(mod, "pointer_args")  # (else: arguments per call)
     e.templates = {}
+    e.guard, e.sizes, e.n_flat = None, sig[2] if sig is not None else None, len(flat)
     if sig is not None:
+        e.guard = _guard(e.used(flat))
         lru_lookup(_SIGS, sig, lambda: e, SIG_ENTRIES)
     return e
 
@@ -188,10 +221,9 @@ class _Template:
         ck = self.entry.ck
         self.table = torch.zeros(table_writer.ENTRIES, dtype=torch.int64, device=self.entry.device)
         self.args[0]._desc.value = self.table.data_ptr()
-        self.entries = tuple(table_writer.entry_ptr(0) for _ in range(table_writer.ENTRIES))
-        wargs = (table_writer.entry_ptr(self.table.data_ptr(), align=16), self.entries, CUstream(handle))
-        for a in (wargs[0],) + self.entries:
-            a.__c_pointers__()
+        entries, self.entry_values = table_writer.entry_params()
+        wargs = (table_writer.entry_ptr(self.table.data_ptr(), align=16), entries, CUstream(handle))
+        wargs[0].__c_pointers__()
         self.writer = PackedLaunch(table_writer.compiled(ck.arch, ck.runnable), wargs)
         self.last = None  # the table is empty: the first call writes it
 
@@ -201,9 +233,8 @@ class _Template:
                 for ptr, di in self.slots:
                     ptr._desc.value = flat[di].data_ptr()
             elif self.writer is not None:  # (inside capture always: a replay must write its own table)
-                entries = self.entries
-                for i, v in enumerate(self.entry.mod.table_entries(data)):
-                    entries[i]._desc.value = v
+                vals = self.entry.mod.table_entries(data)
+                self.entry_values[:len(vals)] = vals  # (the signature fixes len(vals): the rest stay 0)
                 self.writer()
             else:
                 args = self.args
@@ -229,10 +260,20 @@ def _stream_handle(device) -> int:
     return _RAW_STREAM(device.index) if _RAW_STREAM is not None else torch.cuda.current_stream(device).cuda_stream
 
 
+_RECENT: dict = {}  # problem -> the entry of its latest input (checked first, by its guard)
+
+
+def clear_caches() -> None:
+    """Forget every signature, template and recent input (tests; plans and compiles stay)."""
+    for cache in (_SIGS, _TEMPLATES, _LAST, _RECENT):
+        cache.clear()
+
+
 def _entry_of(data):
     """(entry, tensors) of an input: the very same input object with the very same tensors and
-    sizes as a recent call skips even the signature; else the signature's entry (alignment
-    checked), else full validation."""
+    sizes as a recent call skips even the signature; else the latest entry of the problem if its
+    guard passes the tensors, else the signature's entry (either way, alignment checked), else
+    full validation."""
     hit = _LAST.get(id(data))
     try:
         problem, flat, sizes = _flatten(data)
@@ -246,20 +287,40 @@ def _entry_of(data):
         hit = None
     if hit is not None and hit[0] is data and hit[2] == sizes_t and all(map(_is, flat, hit[1])):
         return hit[3], hit[1]
-    sig = _signature(problem, flat, sizes_t)
-    entry = _SIGS.get(sig) if sig is not None else None
-    if entry is None:
-        entry = _validated(problem, data, flat, sig)
+    entry = _RECENT.get(problem)
+    if entry is None or entry.sizes != sizes_t or entry.n_flat != len(flat) or not _guard_passes(entry, flat):
+        # (a miss: the full Python signature, all tensors)
+        sig = _signature(problem, flat, sizes_t)
+        entry = _SIGS.get(sig) if sig is not None else None
+        if entry is None:
+            entry = _validated(problem, data, flat, sig)
+            if sig is None:  # (validation refuses what has no signature: not remembered)
+                return entry, flat
+        else:
+            _SIGS.move_to_end(sig)
+            _check_alignment(entry, data, flat)
+        if entry.guard is not None:
+            _RECENT[problem] = entry
     else:
-        _SIGS.move_to_end(sig)
-        for i in entry.aligned_idx:
-            if flat[i].data_ptr() & 15:  # full validation names the misaligned tensor
-                validate_device((validate_dual(data) if problem == "dual" else validate_group(data))[1])
-    if sig is not None:
-        _LAST[id(data)] = (data, flat, sizes_t, entry)
-        if len(_LAST) > LAST_ENTRIES:
-            _LAST.popitem(last=False)
+        _check_alignment(entry, data, flat)
+    _LAST[id(data)] = (data, flat, sizes_t, entry)
+    if len(_LAST) > LAST_ENTRIES:
+        _LAST.popitem(last=False)
     return entry, flat
+
+
+def _guard_passes(entry, flat) -> bool:
+    try:
+        return entry.guard.check(*entry.used(flat))
+    except Exception:  # noqa: BLE001  (not tensors: the signature path names the problem)
+        return False
+
+
+def _check_alignment(entry, data, flat) -> None:
+    """16-byte aligned data in every tensor the kernel reads or writes (a known signature's
+    tensors may still sit anywhere); full validation names the misaligned one."""
+    if reduce(or_, map(torch.Tensor.data_ptr, entry.used(flat)), 0) & 15:
+        validate_device((validate_dual(data) if entry.problem == "dual" else validate_group(data))[1])
 
 
 def custom_kernel(data):

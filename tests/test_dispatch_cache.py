@@ -61,8 +61,7 @@ def _cpu_dispatcher(monkeypatch, validator: str, calls, fn, mod):
     monkeypatch.setattr(dispatch, "validate_device", lambda used: torch.device("cpu"))
     monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device: ("sm_90a", None, types.SimpleNamespace(fn=fn), mod))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=0))
-    for cache in (dispatch._SIGS, dispatch._TEMPLATES, dispatch._LAST):
-        cache.clear()
+    dispatch.clear_caches()
 
 
 def _expected(data, ws):
@@ -117,6 +116,33 @@ def test_misaligned_tensor_with_known_signature(monkeypatch):
     with pytest.raises(InputError, match="c must be 16-byte aligned"):
         dispatch.custom_kernel(tuple(shifted))
     assert len(launches) == 1
+
+
+def test_known_signature_is_checked_by_its_guard(monkeypatch):
+    """New tensors of the latest signature pass torch's C++ guard without the Python signature;
+    the guard covers the tensors the kernel uses, so a used one of another dtype, shape or stride
+    misses it and gets full validation.  Without TensorGuards the signature alone still serves."""
+    calls, launches, _ws = fake_env(monkeypatch)
+    real_sig = dispatch._signature
+    monkeypatch.setattr(dispatch, "_signature", lambda *a: (calls.update(["signature"]), real_sig(*a))[1])
+    d = R.generate_input(128, 64, 256, 1, 1, device="cpu")
+    dispatch.custom_kernel(d)
+    assert dispatch._RECENT["dual"].guard is not None, "torch has no usable TensorGuards"
+    for _ in range(3):
+        dispatch.custom_kernel(tuple(t.clone() for t in d))
+    assert calls == {"signature": 1, "validate": 1, "runtime_args": 1}
+    for i, bad in ((0, lambda t: torch.empty(t.shape, dtype=torch.int16)), (6, lambda t: t.clone()[:16]),
+                   (9, lambda t: t.transpose(0, 1).contiguous().transpose(0, 1))):
+        x = list(t.clone() for t in d)
+        x[i] = bad(x[i])
+        with pytest.raises(InputError):
+            dispatch.custom_kernel(tuple(x))
+    assert calls["validate"] == 4 and len(launches) == 4
+    dispatch.clear_caches()
+    monkeypatch.setattr(dispatch, "_TensorGuards", None)
+    dispatch.custom_kernel(d)
+    dispatch.custom_kernel(tuple(t.clone() for t in d))
+    assert calls["validate"] == 5 and calls["signature"] == 6 and len(launches) == 6
 
 
 def _aligned_only(used):

@@ -1008,7 +1008,8 @@ def test_grouped_mixed_forms(tiles, shape, narrow_ctas):
         assert tabs[12][0] <= narrow_ctas  # (the (256, 128) plan may need fewer CTAs than it is given)
 
 
-# ---- exp. 123 (opt-in NVFP4_TABLE_WRITER): last in this file, the writer alone first
+# ---- exp. 123: the table writer (the default since exp. 124; NVFP4_TABLE_WRITER=0 uploads tables);
+# last in this file, the writer alone first
 
 
 def test_table_writer_kernel_alone():
@@ -1022,27 +1023,31 @@ def test_table_writer_kernel_alone():
     arch = harness.device_arch()
     table = torch.full((table_writer.ENTRIES,), -1, dtype=torch.int64, device="cuda")
     want = [(i * 0x10001 + 7) << (i % 20) for i in range(table_writer.ENTRIES)]
-    entries = tuple(table_writer.entry_ptr(v) for v in want)
+    entries, values = table_writer.entry_params()
     args = (table_writer.entry_ptr(table.data_ptr(), align=16), entries,
             CUstream(torch.cuda.current_stream().cuda_stream))
-    PackedLaunch(table_writer.compiled(arch, True), args)()
+    launch = PackedLaunch(table_writer.compiled(arch, True), args)
+    values[:] = want
+    launch()
     torch.cuda.synchronize()
     assert table.tolist() == want
+    values[:] = want[::-1]  # rewritten through the packed launch's array
+    launch()
+    launch()
+    torch.cuda.synchronize()
+    assert table.tolist() == want[::-1]
 
 
-@pytest.fixture
-def table_writer_on(monkeypatch):
-    """The dispatcher with NVFP4_TABLE_WRITER on, its templates built fresh and dropped after."""
+@pytest.fixture(params=[True, False], ids=["writer", "upload"])
+def table_writer(request, monkeypatch):
+    """The dispatcher with the table writer on (the default) or off (NVFP4_TABLE_WRITER=0: tables
+    uploaded per address set), its templates built fresh and dropped after."""
     from nvfp4gemm import dispatch
 
-    def clear():
-        for cache in (dispatch._SIGS, dispatch._TEMPLATES, dispatch._LAST):
-            cache.clear()
-
-    clear()
-    monkeypatch.setattr(dispatch, "TABLE_WRITER", True)
-    yield
-    clear()
+    dispatch.clear_caches()
+    monkeypatch.setattr(dispatch, "TABLE_WRITER", request.param)
+    yield request.param
+    dispatch.clear_caches()
 
 
 @pytest.mark.parametrize("problem,shape", [
@@ -1051,28 +1056,35 @@ def table_writer_on(monkeypatch):
     ("group", ((8, 4096, 7168), (16, 4096, 7168))),  # grouped skinny
     ("dual", (40, 7168, 2048, 1)),  # dual swap_ab (a 2-row group table)
 ], ids=str)
-def test_table_writer_opt_in(table_writer_on, problem, shape):
-    """NVFP4_TABLE_WRITER (written in session 37 without a GPU; opt-in until this passes): the
-    group table written by nvfp4gemm/table_writer.py from kernel parameters; `_run`'s three
-    calls (new tensors in between) into poisoned outputs."""
+def test_table_writer_or_upload(table_writer, problem, shape):
+    """The group table written by nvfp4gemm/table_writer.py from kernel parameters (the default),
+    or uploaded per address set (NVFP4_TABLE_WRITER=0); `_run`'s three calls (new tensors in
+    between) into poisoned outputs."""
     _skip_sm100("sm_90a table kernels")
     if problem == "dual":
         _run(R.generate_input(*shape, 21, device="cuda", poison_padding=True), "dual")
     else:
         ms, ns, ks = (list(x) for x in zip(*shape))
         _run(R.generate_input(ms, ns, ks, len(shape), 21, device="cuda", poison_padding=True), "group")
+    from nvfp4gemm import dispatch
+
+    assert dispatch._RECENT[problem].guard is not None, "new tensors were not checked by TensorGuards"
 
 
-def test_table_writer_graph(table_writer_on):
-    """With the writer, each captured launch writes its own table: two graphs captured on one
-    stream (one template) with different inputs -- the second never seen before, which needs no
-    upload now -- replay correctly in any order, with eager calls on other tensors between."""
+def test_table_writer_graph(table_writer):
+    """Each captured launch points at its own table: with the writer each replay writes it first,
+    with uploads each address set has its own.  Two graphs captured on one stream (one template)
+    with different inputs -- the second never seen before (with uploads: refused in capture, so
+    it is called once eagerly first) -- replay correctly in any order, with eager calls on other
+    tensors between."""
     from nvfp4gemm.dispatch import custom_kernel
 
     _skip_sm100("sm_90a table kernels")
     first = R.generate_input([40, 200], [512, 512], [1024, 1024], 2, 4244, device="cuda")
     second = _flipped(first, "group")
     custom_kernel(first)  # the signature's tables and compile, outside capture
+    if not table_writer:
+        custom_kernel(second)  # (uploads: its own table, outside capture)
     torch.cuda.synchronize()
     graphs = []
     for data in (first, second):
