@@ -145,6 +145,32 @@ def test_known_signature_is_checked_by_its_guard(monkeypatch):
     assert calls["validate"] == 5 and calls["signature"] == 6 and len(launches) == 6
 
 
+def test_dispatcher_holds_no_input(monkeypatch):
+    """After a call nothing in the dispatcher keeps the input's tensors alive, so a caller's
+    dropped input is freed where the caller drops it, not inside a later (timed) call; the same
+    input object again still skips every check; new tensors at the same addresses (views) need
+    no rewrite of the template."""
+    import weakref
+
+    calls, launches, ws = fake_env(monkeypatch)
+    real = dispatch._guard_passes
+    monkeypatch.setattr(dispatch, "_guard_passes", lambda *a: (calls.update(["guard"]), real(*a))[1])
+    d = R.generate_input(128, 64, 256, 1, 1, device="cpu")
+    dispatch.custom_kernel(d)
+    x = tuple(t.clone() for t in d)
+    refs = [weakref.ref(t) for t in x]
+    dispatch.custom_kernel(x)
+    dispatch.custom_kernel(x)
+    assert calls["guard"] == 1, "the same input object again was checked"
+    same_place = tuple(t[...] for t in x)
+    dispatch.custom_kernel(same_place)
+    assert calls["guard"] == 2 and len(launches) == 4
+    del x, same_place
+    assert all(r() is None for r in refs), "the dispatcher still holds a dropped input's tensors"
+    dispatch.custom_kernel(tuple(t.clone() for t in d))
+    assert calls == {"validate": 1, "runtime_args": 1, "guard": 3}
+
+
 def _aligned_only(used):
     from nvfp4gemm.validate import _check_aligned
 
