@@ -21,9 +21,12 @@ measured time.  Hence:
   module's runtime arguments, converted and packed once (`PackedLaunch`), holding the workspaces
   they point into.  Later calls write the new data addresses into the packed pointer arguments
   and call the compiled host function.  Which arguments: the module's `DATA_SLOTS` (arguments
-  that are data tensors' addresses: the dual kernels) or its `pointer_args` (a device table of
-  the group addresses, built and uploaded once per address set and cached; on sm_100a the
-  per-address-set workspace of TMA descriptors and its setup kernel).
+  that are data tensors' addresses: the dual kernels); with `table_entries` (the sm_90a grouped
+  and dual swap kernels) the template's own group table, written before the launch by
+  nvfp4gemm/table_writer.py from its launch parameters; else the module's `pointer_args` (a
+  device table of the group addresses, built and uploaded once per address set and cached --
+  also the sm_90a kernels' path under NVFP4_TABLE_WRITER=0 -- and on sm_100a the per-address-set
+  workspace of TMA descriptors and its setup kernel).  Only when the used addresses changed.
 * A module with neither gets its arguments built on every call (the grouped mixed kernel when
   compiled with NVFP4_CTA_TRACE, whose table also holds the trace slot; test stand-ins).
 

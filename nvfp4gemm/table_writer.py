@@ -8,9 +8,10 @@ of this kernel, so the dispatcher's launch template rewrites them per call like 
 address (`_Pointer._desc`), and the kernel stores them, stream-ordered before the main kernel
 that reads the table.  Captured in a CUDA graph, each replay writes its own values first.
 
-Opt-in (`NVFP4_TABLE_WRITER=1`, read by nvfp4gemm/dispatch.py): compiled and checked on CPU,
-**not yet run on a GPU** (session 37 had no device time left).  Arch-neutral (plain global
-stores); compiled for the GPU's arch.
+The dispatcher's default since session 38 (`NVFP4_TABLE_WRITER=0` uploads tables instead):
+run on H100s (tests/test_gpu_kernels.py, the `table_writer` tests and every grouped test through
+the dispatcher).  Arch-neutral (plain global stores); compiled for the GPU's arch; on sm_100a
+compiled only (the sm_100a grouped kernel's workspace does not use it yet).
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def entry_params() -> tuple:
     storage (`_Pointer._desc`, which a packed launch points at) is a view into the array, so one
     slice assignment rewrites them all (~60 single `_desc.value` writes cost ~25 µs on the H100
     machine's host).  Relies on DSL 4.3.5's `_Pointer.__c_pointers__`, which keeps a `_desc` set
-    before its first call (pinned; checked by tests/test_table_writer.py)."""
+    before its first call (pinned; checked by tests/test_dispatch_cache.py and, launched, by
+    tests/test_gpu_kernels.py::test_table_writer_kernel_alone)."""
     values = (ctypes.c_int64 * ENTRIES)()
     params = tuple(entry_ptr(0) for _ in range(ENTRIES))
     for i, p in enumerate(params):

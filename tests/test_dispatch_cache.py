@@ -3,6 +3,7 @@ whose data addresses it rewrites per call (nvfp4gemm/dispatch.py).  CPU only: a 
 records the addresses each launch would pass."""
 
 import collections
+import ctypes
 import types
 
 import pytest
@@ -351,6 +352,18 @@ def test_table_writer_template(monkeypatch):
     pad = [0] * (128 - 16)
     assert order == [("writer", own, list(gg.table_entries(g)) + pad), ("main", own), ("main", own),
                      ("writer", own, list(gg.table_entries(other)) + pad), ("main", own)]
+
+
+def test_table_writer_entry_params_share_one_array():
+    """The writer's entry parameters keep their C storage in one ctypes array, so one slice
+    assignment rewrites what the packed launch passes (DSL 4.3.5's `_Pointer` internals)."""
+    from nvfp4gemm import table_writer
+
+    params, values = table_writer.entry_params()
+    values[:3] = (7, 1 << 40, 3)
+    assert [p.__c_pointers__()[0] for p in params[:3]] == [ctypes.addressof(values) + 8 * i for i in range(3)]
+    assert [params[i]._desc.value for i in range(3)] == [7, 1 << 40, 3]
+    assert not any(p._desc.value for p in params[3:])
 
 
 def test_table_writer_compiles():
