@@ -21,9 +21,10 @@ measured time.  Hence:
   module's runtime arguments, converted and packed once (`PackedLaunch`), holding the workspaces
   they point into.  Later calls write the new data addresses into the packed pointer arguments
   and call the compiled host function.  Which arguments: the module's `DATA_SLOTS` (arguments
-  that are data tensors' addresses: the dual kernels); with `table_entries` (the sm_90a grouped
-  and dual swap kernels) the template's own group table, written before the launch by
-  nvfp4gemm/table_writer.py from its launch parameters; else the module's `pointer_args` (a
+  that are data tensors' addresses: the dual kernels); with `writer_target` (the sm_90a grouped
+  and dual swap kernels, sm_100a grouped) the template's own group table or descriptor
+  workspace, whose address rows nvfp4gemm/table_writer.py writes before the launch from its
+  launch parameters (sm_100a: then the descriptor setup kernel); else the module's `pointer_args` (a
   device table of the group addresses, built and uploaded once per address set and cached --
   also the sm_90a kernels' path under NVFP4_TABLE_WRITER=0 -- and on sm_100a the per-address-set
   workspace of TMA descriptors and its setup kernel).  Only when the used addresses changed.
@@ -61,7 +62,7 @@ _TEMPLATES: OrderedDict = OrderedDict()  # (id(entry), stream handle) -> _Entry 
 # Each template holds its workspaces (A16 buffers up to tens of MB): at most this many live.
 TEMPLATE_ENTRIES = 16
 # Grouped tables written by a kernel from its parameters (nvfp4gemm/table_writer.py; modules
-# with `table_entries`) rather than uploaded once per address set; NVFP4_TABLE_WRITER=0: uploads.
+# with `writer_target`) rather than uploaded once per address set; NVFP4_TABLE_WRITER=0: uploads.
 TABLE_WRITER = os.environ.get("NVFP4_TABLE_WRITER", "1") != "0"
 
 
@@ -215,21 +216,24 @@ class _Template:
         self.last = ptrs  # the used tensors' addresses the arguments hold now
         self.owner = None  # pointer_args' buffer the arguments point into now (besides `keep`)
         self.writer = None
-        if self.slots is None and TABLE_WRITER and hasattr(mod, "table_entries"):
-            self._init_writer(handle)
+        if self.slots is None and TABLE_WRITER and hasattr(mod, "writer_target"):
+            self._init_writer(data, handle)
 
-    def _init_writer(self, handle):
-        """The template's own group table, written by `table_writer` from parameters before each
-        launch whose addresses changed (argument 0 of the grouped kernels points at it)."""
+    def _init_writer(self, data, handle):
+        """The template's own table (the module's `writer_target`: a group table, or on sm_100a a
+        descriptor workspace whose pointer rows it is), written by `table_writer` from parameters
+        before each launch whose addresses changed, then the target's `after` launch if any."""
         from nvfp4gemm import table_writer
 
         ck = self.entry.ck
-        self.table = torch.zeros(table_writer.ENTRIES, dtype=torch.int64, device=self.entry.device)
-        self.args[0]._desc.value = self.table.data_ptr()
-        entries, self.entry_values = table_writer.entry_params()
-        wargs = (table_writer.entry_ptr(self.table.data_ptr(), align=16), entries, CUstream(handle))
+        self.target = t = self.entry.mod.writer_target(data, self.entry.cfg, CUstream(handle))
+        self.keep.append(t.owner)
+        for ai, addr in t.arg_pairs:
+            self.args[ai]._desc.value = addr
+        entries, self.entry_values = table_writer.entry_params(t.n)
+        wargs = (table_writer.entry_ptr(t.dst, align=16), entries, CUstream(handle))
         wargs[0].__c_pointers__()
-        self.writer = PackedLaunch(table_writer.compiled(ck.arch, ck.runnable), wargs)
+        self.writer = PackedLaunch(table_writer.compiled(ck.arch, ck.runnable, t.n), wargs)
         self.last = None  # the table is empty: the first call writes it
 
     def __call__(self, data, flat, ptrs):
@@ -238,9 +242,11 @@ class _Template:
                 for ptr, di in self.slots:
                     ptr._desc.value = flat[di].data_ptr()
             elif self.writer is not None:  # (inside capture always: a replay must write its own table)
-                vals = self.entry.mod.table_entries(data)
+                vals = self.entry.mod.table_entries(data, self.entry.cfg)
                 self.entry_values[:len(vals)] = vals  # (the signature fixes len(vals): the rest stay 0)
                 self.writer()
+                if self.target.after is not None:
+                    self.target.after()
             else:
                 args = self.args
                 pairs, self.owner = self.entry.mod.pointer_args(data, self.entry.cfg, stream_handle=self.handle)

@@ -17,6 +17,7 @@ compiled only (the sm_100a grouped kernel's workspace does not use it yet).
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 
 import cuda.bindings.driver as cuda
 import cutlass
@@ -26,8 +27,12 @@ ENTRIES = 128  # MAX_GROUPS (16) x META_FIELDS (8) int64 of the sm_90a grouped k
 
 
 class TableWriter:
-    """dst[i] = entries[i] (int64) for i < ENTRIES; `entries` are pointer-typed parameters whose
-    integer values are the table's (addresses, and sizes passed as 1-byte-aligned "pointers")."""
+    """dst[i] = entries[i] (int64) for i < n; `entries` are pointer-typed parameters whose
+    integer values are the table's (addresses, and sizes passed as 1-byte-aligned "pointers").
+    n: ENTRIES for the sm_90a group table, 80 for the sm_100a workspace's pointer rows."""
+
+    def __init__(self, n: int = ENTRIES):
+        self.n = n
 
     @cute.jit
     def __call__(self, dst: cute.Pointer, entries: tuple, stream: cuda.CUstream):
@@ -36,17 +41,17 @@ class TableWriter:
     @cute.kernel
     def kernel(self, dst: cute.Pointer, entries: tuple):
         lane, _, _ = cute.arch.thread_idx()
-        table = cute.make_tensor(dst, cute.make_layout((ENTRIES,)))
-        for i in cutlass.range_constexpr(ENTRIES):
+        table = cute.make_tensor(dst, cute.make_layout((self.n,)))
+        for i in cutlass.range_constexpr(self.n):
             if lane == i % 32:
                 table[i] = entries[i].toint()
 
 
-def compile_args(dst_addr: int = 1 << 20) -> tuple:
-    """Arguments for `cute.compile(TableWriter(), *args)` (fake addresses: CPU compile)."""
+def compile_args(n: int = ENTRIES, dst_addr: int = 1 << 20) -> tuple:
+    """Arguments for `cute.compile(TableWriter(n), *args)` (fake addresses: CPU compile)."""
     from cutlass.cute.runtime import make_fake_stream
 
-    return (entry_ptr(dst_addr, align=16), tuple(entry_ptr(i + 1) for i in range(ENTRIES)), make_fake_stream())
+    return (entry_ptr(dst_addr, align=16), tuple(entry_ptr(i + 1) for i in range(n)), make_fake_stream())
 
 
 def entry_ptr(value: int, align: int = 1):
@@ -56,15 +61,15 @@ def entry_ptr(value: int, align: int = 1):
     return make_ptr(cutlass.Int64, value, cute.AddressSpace.gmem, assumed_align=align)
 
 
-def entry_params() -> tuple:
-    """(ENTRIES entry parameters, their values as one ctypes int64 array): each parameter's C
+def entry_params(n: int = ENTRIES) -> tuple:
+    """(n entry parameters, their values as one ctypes int64 array): each parameter's C
     storage (`_Pointer._desc`, which a packed launch points at) is a view into the array, so one
     slice assignment rewrites them all (~60 single `_desc.value` writes cost ~25 µs on the H100
     machine's host).  Relies on DSL 4.3.5's `_Pointer.__c_pointers__`, which keeps a `_desc` set
     before its first call (pinned; checked by tests/test_dispatch_cache.py and, launched, by
     tests/test_gpu_kernels.py::test_table_writer_kernel_alone)."""
-    values = (ctypes.c_int64 * ENTRIES)()
-    params = tuple(entry_ptr(0) for _ in range(ENTRIES))
+    values = (ctypes.c_int64 * n)()
+    params = tuple(entry_ptr(0) for _ in range(n))
     for i, p in enumerate(params):
         p._desc = ctypes.c_void_p.from_buffer(values, 8 * i)
         p._c_pointer = ctypes.addressof(p._desc)
@@ -72,13 +77,25 @@ def entry_params() -> tuple:
     return params, values
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where a dispatcher template's writer writes, from a kernel module's `writer_target`."""
+
+    owner: object  # the buffer written into (the template holds it)
+    dst: int  # its address (16-byte aligned)
+    n: int  # entries written per launch (the module's `table_entries`, zero-padded)
+    arg_pairs: tuple  # ((argument index, address), ...): the kernel's arguments into `owner`
+    after: object = None  # a launch to run after the writer, or None (sm_100a: descriptor setup)
+
+
 _COMPILED: dict = {}
 
 
-def compiled(arch: str, runnable: bool):
-    """The compiled writer for `arch` (once per process; compile-only where not runnable)."""
-    key = (arch, runnable)
+def compiled(arch: str, runnable: bool, n: int = ENTRIES):
+    """The compiled n-entry writer for `arch` (once per process; compile-only where not
+    runnable)."""
+    key = (arch, runnable, n)
     if key not in _COMPILED:
-        _COMPILED[key] = cute.compile(TableWriter(), *compile_args(),
+        _COMPILED[key] = cute.compile(TableWriter(n), *compile_args(n),
                                       options="" if runnable else f"--gpu-arch {arch}")
     return _COMPILED[key]

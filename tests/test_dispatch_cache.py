@@ -335,9 +335,9 @@ def test_table_writer_template(monkeypatch):
     def writer(dst, entries, stream):
         order.append(("writer", dst._desc.value, [e._desc.value or 0 for e in entries]))  # (c_void_p 0 reads None)
 
-    monkeypatch.setattr(table_writer, "compiled", lambda arch, runnable: writer)
+    monkeypatch.setattr(table_writer, "compiled", lambda arch, runnable, n=table_writer.ENTRIES: writer)
     monkeypatch.setattr(dispatch, "TABLE_WRITER", True)
-    mod = types.SimpleNamespace(runtime_args=runtime_args, table_entries=gg.table_entries,
+    mod = types.SimpleNamespace(runtime_args=runtime_args, table_entries=gg.table_entries, writer_target=gg.writer_target,
                                 pointer_args=lambda *a, **k: pytest.fail("pointer_args used with the writer on"))
     main = lambda *args: order.append(("main", args[0]._desc.value))  # noqa: E731
     _cpu_dispatcher(monkeypatch, "validate_group", calls, main, mod)
@@ -348,7 +348,8 @@ def test_table_writer_template(monkeypatch):
     for d in (g, g, other):
         dispatch.custom_kernel(d)
     (tpl,) = next(iter(dispatch._SIGS.values())).templates.values()
-    own = tpl.table.data_ptr()
+    own = tpl.target.dst
+    assert own == tpl.target.owner.data_ptr() and tpl.args[0]._desc.value == own
     pad = [0] * (128 - 16)
     assert order == [("writer", own, list(gg.table_entries(g)) + pad), ("main", own), ("main", own),
                      ("writer", own, list(gg.table_entries(other)) + pad), ("main", own)]
@@ -377,11 +378,11 @@ def test_table_writer_compiles():
 
     from nvfp4gemm import table_writer
 
-    for arch in ("sm_90a", "sm_100a"):
+    for arch, n in (("sm_90a", table_writer.ENTRIES), ("sm_100a", table_writer.ENTRIES), ("sm_100a", 80)):
         with tempfile.TemporaryDirectory() as d:
-            cute.compile(table_writer.TableWriter(), *table_writer.compile_args(),
+            cute.compile(table_writer.TableWriter(n), *table_writer.compile_args(n),
                          options=f"--gpu-arch {arch} --keep-ptx --dump-dir {d}")
             (ptx,) = glob.glob(os.path.join(d, f"*.{arch}.ptx"))
             text = open(ptx).read()
-            assert text.count("st.global.u64") == table_writer.ENTRIES, arch
-            assert text.count(".param .u64") == table_writer.ENTRIES + 1, arch
+            assert text.count("st.global.u64") == n, arch
+            assert text.count(".param .u64") == n + 1, arch

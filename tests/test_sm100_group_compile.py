@@ -224,3 +224,69 @@ def test_pointer_args_match_runtime_args(monkeypatch):
     args2 = gg.runtime_args(other, cfg, "stream")
     assert [repr(a) for a in args2[4:-1]] == [repr(a) for a in args[4:-1]], "scalars must not depend on addresses"
     gg._WORKSPACES.clear()
+
+
+def test_writer_target_is_a_private_workspace():
+    """The template's workspace (table writer path): built from the first input like a cached
+    one (same shape and tile rows, same pointer rows: `table_entries`, swap_ab-ordered), but never
+    in the cache, since the writer rewrites its pointer rows for every new address set."""
+    shapes = configs.GROUP_BENCHMARKS[1]
+    cfg = configs.select_config("group", "sm_100a", shapes)
+    assert cfg.swap_ab
+    gg._WORKSPACES.clear()
+    data = _cpu_group_data(shapes)
+    t = gg.writer_target(data, cfg, "stream")
+    assert t.after is None  # (CPU stand-in data: no setup launch)
+    assert t.owner not in gg._WORKSPACES.values() and not gg._WORKSPACES
+    base = t.owner.buffer.data_ptr()
+    assert t.dst == base + gg.WS_PTRS and t.n == gg.MAX_GROUPS * gg.NUM_DESC and t.dst % 16 == 0
+    assert t.arg_pairs == ((0, base + gg.WS_DESC), (1, base + gg.WS_PTRS), (2, base + gg.WS_SHAPES),
+                           (3, base + gg.WS_OFFSETS))
+    rows = t.owner.buffer[gg.WS_PTRS:gg.WS_SHAPES].view(torch.int64).tolist()
+    want = []
+    for (a, b, c), (sfa, sfb) in zip(data[0], data[2]):  # Desc order, swapped: the MMA's A is B
+        want += [b.data_ptr(), a.data_ptr(), sfb.data_ptr(), sfa.data_ptr(), c.data_ptr()]
+    assert list(gg.table_entries(data, cfg)) == want and rows == want + [0] * (t.n - len(want))
+    cached = gg._build_workspace(cfg, data, None)
+    assert torch.equal(cached.buffer[gg.WS_SHAPES:], t.owner.buffer[gg.WS_SHAPES:])
+    assert [repr(a) for a in cached.args[4:]] == [repr(a) for a in t.owner.args[4:]]
+
+
+def test_template_writes_rows_then_setup_then_main(monkeypatch):
+    """Through the dispatcher (CPU stand-ins for the three launches): the template points the
+    main kernel's four workspace arguments at its private workspace; each call on new addresses
+    launches the writer with that input's rows, the setup kernel, then the main kernel; a
+    repeated input launches the main kernel alone."""
+    import types
+
+    import reference as R
+    from nvfp4gemm import dispatch, table_writer
+
+    order = []
+    monkeypatch.setattr(gg, "_launch_setup", lambda c, ws, st: None)  # (runtime_args' cached workspace)
+    monkeypatch.setattr(gg, "_packed_setup", lambda c, ws, st: lambda: order.append(("setup", ws.buffer.data_ptr())))
+    monkeypatch.setattr(table_writer, "compiled", lambda arch, runnable, n: (
+        lambda dst, entries, stream: order.append(("writer", dst._desc.value, [e._desc.value or 0 for e in entries]))))
+    main = lambda *args: order.append(("main", [a._desc.value for a in args[:4]]))  # noqa: E731
+    monkeypatch.setattr(dispatch, "TABLE_WRITER", True)
+    monkeypatch.setattr(dispatch, "validate_device", lambda used: torch.device("cpu"))
+    monkeypatch.setattr(dispatch, "_stream_handle", lambda device: 0)
+    shapes = ((40, 256, 256), (72, 256, 256))
+    cfg = configs.select_config("group", "sm_100a", shapes)
+    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device: (
+        "sm_100a", cfg, types.SimpleNamespace(fn=main, arch="sm_100a", runnable=False), gg))
+    dispatch.clear_caches()
+    g = R.generate_input([40, 72], [256, 256], [256, 256], 2, 1, device="cpu")
+    other = ([tuple(t.clone() for t in grp) for grp in g[0]], g[1], [tuple(t.clone() for t in grp) for grp in g[2]], g[3])
+    for d in (g, g, other):
+        dispatch.custom_kernel(d)
+    (tpl,) = next(iter(dispatch._SIGS.values())).templates.values()
+    base = tpl.target.owner.buffer.data_ptr()
+    ws_args = [base + gg.WS_DESC, base + gg.WS_PTRS, base + gg.WS_SHAPES, base + gg.WS_OFFSETS]
+    pad = [0] * (gg.MAX_GROUPS * gg.NUM_DESC - 10)
+    assert order == [("writer", base + gg.WS_PTRS, list(gg.table_entries(g, cfg)) + pad), ("setup", base),
+                     ("main", ws_args), ("main", ws_args),
+                     ("writer", base + gg.WS_PTRS, list(gg.table_entries(other, cfg)) + pad), ("setup", base),
+                     ("main", ws_args)]
+    dispatch.clear_caches()
+    gg._WORKSPACES.clear()

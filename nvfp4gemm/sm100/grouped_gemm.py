@@ -753,6 +753,20 @@ def _workspace_args(config, ws_addr, mm, nn, k, groups, total, clusters) -> tupl
 # ---------------------------------------------------------------- workspace / descriptor cache
 
 
+def table_entries(data, config: KernelConfig) -> tuple:
+    """The workspace's pointer rows of a grouped input, flattened without the zero rows: per
+    group the NUM_DESC addresses in Desc order (swap_ab: the MMA's A is the group's B).  The one
+    definition: `_build_workspace` uploads them, nvfp4gemm/table_writer.py writes them."""
+    abc, _sf, sf_perm, _sizes = data
+    vals = ()
+    for (a, b, c), (sfa, sfb) in zip(abc, sf_perm):
+        if config.swap_ab:
+            vals += (b.data_ptr(), a.data_ptr(), sfb.data_ptr(), sfa.data_ptr(), c.data_ptr())
+        else:
+            vals += (a.data_ptr(), b.data_ptr(), sfa.data_ptr(), sfb.data_ptr(), c.data_ptr())
+    return vals
+
+
 @dataclass
 class Workspace:
     """One cached device workspace: descriptors + tables for one (config, shapes, pointers)."""
@@ -799,13 +813,8 @@ def _build_workspace(config: KernelConfig, data, key) -> Workspace:
     Sm100GroupedGemmKernel.can_implement(config, shapes)
     device = abc[0][0].device
     rows, offsets, total = host_tables(config, shapes)
-    ptr_rows = []
-    for (a, b, c), (sfa, sfb) in zip(abc, sf_perm):
-        if config.swap_ab:  # the MMA's A is the group's B
-            ptr_rows.append([b.data_ptr(), a.data_ptr(), sfb.data_ptr(), sfa.data_ptr(), c.data_ptr()])
-        else:
-            ptr_rows.append([a.data_ptr(), b.data_ptr(), sfa.data_ptr(), sfb.data_ptr(), c.data_ptr()])
-    ptr_rows += [[0] * NUM_DESC] * (MAX_GROUPS - len(ptr_rows))
+    ptr_rows = table_entries(data, config)
+    ptr_rows += (0,) * (MAX_GROUPS * NUM_DESC - len(ptr_rows))
     host = torch.cat([
         torch.tensor(ptr_rows, dtype=torch.int64).view(torch.uint8).flatten(),
         torch.tensor(rows, dtype=torch.int32).view(torch.uint8).flatten(),
@@ -861,6 +870,16 @@ def _launch_setup(config: KernelConfig, ws: Workspace, stream) -> None:
         compile_setup(config)(*ws.args, stream)
 
 
+def _packed_setup(config: KernelConfig, ws: Workspace, stream):
+    """ws's setup launch with its arguments packed once (dispatch.PackedLaunch), for a template
+    that relaunches it after every rewrite of the pointer rows; None for CPU stand-in data."""
+    if ws.buffer.device.type != "cuda":
+        return None
+    from nvfp4gemm.dispatch import PackedLaunch
+
+    return PackedLaunch(compile_setup(config), (*ws.args, stream))
+
+
 def _workspace_for(data, config: KernelConfig, stream) -> Workspace:
     """The workspace of this input's addresses: cache hit (same config, shapes and pointers as an
     earlier call): no allocation, no copy, no launch; miss: builds it and launches the setup
@@ -885,6 +904,22 @@ def runtime_args(data, config: KernelConfig, stream=None, keep=None) -> tuple:
     if keep is not None:
         keep.append(ws)
     return (*ws.args, stream)
+
+
+def writer_target(data, config: KernelConfig, stream):
+    """A dispatcher template's private workspace (never in the cache: its rows change with every
+    address set): built once from this input (shape and tile rows, which depend on the sizes
+    only), its pointer rows then written by nvfp4gemm/table_writer.py before each launch whose
+    addresses changed, followed by the setup kernel (packed once) that rebuilds the
+    descriptors.  The main kernel acquires each descriptor (fence.proxy.tensormap) at every
+    group change, so rewriting them between launches on one stream is safe."""
+    from nvfp4gemm import table_writer
+
+    ws = _build_workspace(config, data, None)
+    base = ws.buffer.data_ptr()
+    after = _packed_setup(config, ws, stream)
+    pairs = ((0, base + WS_DESC), (1, base + WS_PTRS), (2, base + WS_SHAPES), (3, base + WS_OFFSETS))
+    return table_writer.Target(ws, base + WS_PTRS, MAX_GROUPS * NUM_DESC, pairs, after)
 
 
 def pointer_args(data, config: KernelConfig, stream_handle=None) -> tuple:

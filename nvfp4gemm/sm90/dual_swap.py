@@ -81,9 +81,14 @@ def _rows(data) -> list:
             [0, b2.data_ptr(), 0, 0, sfb2_p.data_ptr(), 0, 0, 0]]
 
 
-def table_entries(data) -> tuple:
+def table_entries(data, config=None) -> tuple:
     """The 2-row group table's entries (nvfp4gemm/table_writer.py)."""
     return tuple(v for r in _rows(data) for v in r)
+
+
+def writer_target(data, config: KernelConfig, stream=None):
+    """The dispatcher template's own group table (grouped_gemm.own_table_target)."""
+    return grouped.own_table_target(data[-1].device)
 
 
 def pointer_args(data, config: KernelConfig, stream_handle=None) -> tuple:

@@ -455,7 +455,7 @@ def launch_args(tables, stream) -> tuple:
     )
 
 
-def table_entries(data) -> tuple:
+def table_entries(data, config=None) -> tuple:
     """The group table's entries for a grouped input, flattened without the zero rows: a, b, c,
     sfa_perm, sfb_perm addresses and M, N, K per group (META_FIELDS each; what the kernels'
     `group_meta_tensor` reads, and what nvfp4gemm/table_writer.py writes)."""
@@ -518,6 +518,24 @@ def pointer_table(dev, vals: tuple):
 
     pad = (0,) * (MAX_GROUPS * META_FIELDS - len(vals))
     return lru_lookup(_METAS, key, lambda: device_tables(dev, (vals + pad, torch.int64))[0], META_ENTRIES)[0]
+
+
+def own_table_target(device):
+    """A dispatcher template's own group table (argument 0 of the kernels that read one), which
+    nvfp4gemm/table_writer.py fills with `table_entries` before each launch whose addresses
+    changed."""
+    import torch
+
+    from nvfp4gemm import table_writer
+
+    table = torch.zeros(MAX_GROUPS * META_FIELDS, dtype=torch.int64, device=device)
+    return table_writer.Target(table, table.data_ptr(), MAX_GROUPS * META_FIELDS, ((0, table.data_ptr()),))
+
+
+def writer_target(data, config: KernelConfig, stream=None):
+    """The template's own group table (`own_table_target`; also the grouped skinny and mixed
+    kernels')."""
+    return own_table_target(data[0][0][2].device)
 
 
 def pointer_args(data, config: KernelConfig, stream_handle=None) -> tuple:

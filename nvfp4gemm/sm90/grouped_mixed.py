@@ -589,7 +589,7 @@ def launch_table_key(config: KernelConfig, rows, narrow_ctas=None) -> tuple:
 
 
 if not CTA_TRACE:  # (a traced launch's group table also holds its trace slot: no templates then)
-    from nvfp4gemm.sm90.grouped_gemm import pointer_args, table_entries  # noqa: F401  (the group table is argument 0)
+    from nvfp4gemm.sm90.grouped_gemm import pointer_args, table_entries, writer_target  # noqa: F401  (the group table is argument 0)
 
 
 def runtime_args(data, config: KernelConfig, stream, narrow_ctas=None, keep=None) -> tuple:

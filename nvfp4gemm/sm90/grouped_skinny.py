@@ -27,7 +27,7 @@ from cutlass import Float32, Int32, Int64
 from configs import KernelConfig, sm90_smem_bytes
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90.grouped_gemm import (MAX_GROUPS, group_meta_tensor, group_of, grouped_tables,  # noqa: F401
-                                         pointer_args, table_entries)
+                                         pointer_args, table_entries, writer_target)
 from nvfp4gemm.sm90.skinny import Sm90SkinnyCore
 
 
