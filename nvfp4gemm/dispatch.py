@@ -10,13 +10,14 @@ measured time.  Hence:
   of a known signature is checked by its signature and its data pointers' alignment (`_SIGS`);
   the very same input object with the very same tensors as a recent call skips even that
   (`_LAST`; a tensor whose storage is swapped in place with `Tensor.set_` keeps its identity:
-  don't).  Nothing here holds an input's tensors after its call (`_LAST` holds weak references,
-  a template the addresses): the caller's dropped input is freed where the caller drops it, not
-  inside a later timed call (~75 µs for 56 tensors on the H100 machine: exp. 124).  The problem's latest signature is checked first, in C++ by torch's TensorGuards (the
+  don't).  The problem's latest signature is checked first, in C++ by torch's TensorGuards (the
   guards torch.compile checks its graphs' inputs with), over the tensors validation lists as
   used: a grouped input's plain scales, which no kernel reads, are validated with a signature's
-  first input and not looked at after.  (The Python signature of 56 tensors costs ~100 µs of the H100
-  machine's host on new tensors, about the grouped kernels' own time: notes/sm90.md exp. 124.)
+  first input and not looked at after.  (The Python signature of 56 new tensors cost ~100 µs of
+  the H100 machine's host, about the grouped kernels' own time: notes/sm90.md exp. 124.)
+* Nothing here holds an input's tensors after its call (`_LAST` holds weak references, a
+  template the addresses): a dropped input is freed where its caller drops it, not inside a
+  later timed call (~75 µs for 56 tensors on the H100 machine: exp. 124).
 * The first call of a signature on a stream builds a launch template (`_Template`): the kernel
   module's runtime arguments, converted and packed once (`PackedLaunch`), holding the workspaces
   they point into.  Later calls write the new data addresses into the packed pointer arguments

@@ -769,7 +769,8 @@ def table_entries(data, config: KernelConfig) -> tuple:
 
 @dataclass
 class Workspace:
-    """One cached device workspace: descriptors + tables for one (config, shapes, pointers)."""
+    """One device workspace: descriptors + tables for one (config, shapes, pointers) -- cached,
+    or private to a dispatcher template that rewrites its pointers (`writer_target`)."""
 
     buffer: object  # torch uint8 tensor of WS_BYTES on the data's device (keeps it alive)
     args: tuple  # launch arguments before the stream (main and setup functions alike)
@@ -917,9 +918,14 @@ def writer_target(data, config: KernelConfig, stream):
 
     ws = _build_workspace(config, data, None)
     base = ws.buffer.data_ptr()
-    after = _packed_setup(config, ws, stream)
-    pairs = ((0, base + WS_DESC), (1, base + WS_PTRS), (2, base + WS_SHAPES), (3, base + WS_OFFSETS))
-    return table_writer.Target(ws, base + WS_PTRS, MAX_GROUPS * NUM_DESC, pairs, after)
+    return table_writer.Target(ws, base + WS_PTRS, MAX_GROUPS * NUM_DESC, _workspace_pairs(base),
+                               _packed_setup(config, ws, stream))
+
+
+def _workspace_pairs(base: int) -> tuple:
+    """((argument index, address), ...) of the four workspace pointers at the head of the
+    kernel's arguments (`_workspace_args`: descriptors, pointer rows, shape rows, tile offsets)."""
+    return ((0, base + WS_DESC), (1, base + WS_PTRS), (2, base + WS_SHAPES), (3, base + WS_OFFSETS))
 
 
 def pointer_args(data, config: KernelConfig, stream_handle=None) -> tuple:
@@ -933,5 +939,4 @@ def pointer_args(data, config: KernelConfig, stream_handle=None) -> tuple:
 
         stream_handle = torch.cuda.current_stream().cuda_stream
     ws = _workspace_for(data, config, cuda.CUstream(stream_handle))
-    base = ws.buffer.data_ptr()
-    return ((0, base + WS_DESC), (1, base + WS_PTRS), (2, base + WS_SHAPES), (3, base + WS_OFFSETS)), ws
+    return _workspace_pairs(ws.buffer.data_ptr()), ws
