@@ -146,6 +146,39 @@ def test_known_signature_is_checked_by_its_guard(monkeypatch):
     assert calls["validate"] == 5 and calls["signature"] == 6 and len(launches) == 6
 
 
+def test_grouped_guard_covers_the_used_tensors(monkeypatch):
+    """Grouped: the guard checks a, b, c and the permuted scales of every group; the plain scales,
+    which no kernel reads, are validated with the signature's first input only, so a later input
+    whose plain scale differs still takes the fast path, while a used tensor that differs (or
+    sizes that no longer match) gets full validation."""
+    calls = collections.Counter()
+    _cpu_dispatcher(monkeypatch, "validate_group", calls, lambda *a: calls.update(["launch"]),
+                    types.SimpleNamespace(runtime_args=lambda d, c, s: ()))
+    real_sig = dispatch._signature
+    monkeypatch.setattr(dispatch, "_signature", lambda *a: (calls.update(["signature"]), real_sig(*a))[1])
+    g = R.generate_input([40, 72], [128, 64], [256, 256], 2, 1, device="cpu")
+
+    def fresh(x):
+        return ([tuple(t.clone() for t in grp) for grp in x[0]], [tuple(t.clone() for t in grp) for grp in x[1]],
+                [tuple(t.clone() for t in grp) for grp in x[2]], [tuple(s) for s in x[3]])
+
+    dispatch.custom_kernel(g)
+    dispatch.custom_kernel(fresh(g))
+    odd_plain = fresh(g)
+    odd_plain[1][0] = (odd_plain[1][0][0][:8], odd_plain[1][0][1])  # group 0's plain sfa: other rows
+    dispatch.custom_kernel(odd_plain)
+    assert calls == {"signature": 1, "validate": 1, "launch": 3}
+    bad_b = fresh(g)
+    bad_b[0][1] = (bad_b[0][1][0], bad_b[0][1][1][:32], bad_b[0][1][2])  # group 1's b: 32 rows, not 64
+    with pytest.raises(InputError):
+        dispatch.custom_kernel(bad_b)
+    bad_sizes = fresh(g)
+    bad_sizes[3][0] = (40, 128, 512, 1)
+    with pytest.raises(InputError):
+        dispatch.custom_kernel(bad_sizes)
+    assert calls["validate"] == 3 and calls["launch"] == 3
+
+
 def test_dispatcher_holds_no_input(monkeypatch):
     """After a call nothing in the dispatcher keeps the input's tensors alive, so a caller's
     dropped input is freed where the caller drops it, not inside a later (timed) call; the same
