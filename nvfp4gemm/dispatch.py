@@ -217,6 +217,10 @@ class _Template:
         self.last = ptrs  # the used tensors' addresses the arguments hold now
         self.owner = None  # pointer_args' buffer the arguments point into now (besides `keep`)
         self.writer = None
+        # A graph captured through this template replays its own writes of the table, so after a
+        # capture `last` no longer says what the table holds: every later call writes it.  (torch
+        # never captures on the default stream, handle 0: no capture check there.)
+        self.capturable, self.captured = handle != 0, False
         if self.slots is None and TABLE_WRITER and hasattr(mod, "writer_target"):
             self._init_writer(data, handle)
 
@@ -238,11 +242,13 @@ class _Template:
         self.last = None  # the table is empty: the first call writes it
 
     def __call__(self, data, flat, ptrs):
-        if ptrs != self.last or (self.writer is not None and _capturing()):
+        if self.writer is not None and self.capturable and not self.captured and _capturing():
+            self.captured = True
+        if ptrs != self.last or (self.writer is not None and self.captured):
             if self.slots is not None:
                 for ptr, di in self.slots:
                     ptr._desc.value = flat[di].data_ptr()
-            elif self.writer is not None:  # (inside capture always: a replay must write its own table)
+            elif self.writer is not None:  # (after a capture always: `captured` above)
                 vals = self.entry.mod.table_entries(data, self.entry.cfg)
                 self.entry_values[:len(vals)] = vals  # (the signature fixes len(vals): the rest stay 0)
                 self.writer()

@@ -388,6 +388,51 @@ def test_table_writer_template(monkeypatch):
                      ("writer", own, list(gg.table_entries(other)) + pad), ("main", own)]
 
 
+def test_table_writer_after_capture_always_writes(monkeypatch):
+    """A graph captured through a template replays its own table writes, so the table no longer
+    holds what the template last wrote: from a capture on, every call on that stream writes the
+    table, repeated addresses included.  (On the default stream, handle 0, torch never captures:
+    no capture check there, and repeated addresses launch the main kernel alone.)"""
+    from cutlass.cute.runtime import make_ptr
+    import cutlass
+    import cutlass.cute as cute
+
+    from nvfp4gemm import table_writer
+    from nvfp4gemm.sm90 import grouped_gemm as gg
+
+    calls, order = collections.Counter(), []
+    shared = torch.empty(128, dtype=torch.int64)
+
+    def runtime_args(data, cfg, stream, keep=None):
+        return (make_ptr(cutlass.Int64, shared.data_ptr(), cute.AddressSpace.gmem, assumed_align=16), stream)
+
+    monkeypatch.setattr(table_writer, "compiled", lambda arch, runnable, n=table_writer.ENTRIES: lambda *a: order.append("writer"))
+    monkeypatch.setattr(dispatch, "TABLE_WRITER", True)
+    mod = types.SimpleNamespace(runtime_args=runtime_args, table_entries=gg.table_entries, writer_target=gg.writer_target,
+                                pointer_args=None)
+    main = lambda *args: order.append("main")  # noqa: E731
+    _cpu_dispatcher(monkeypatch, "validate_group", calls, main, mod)
+    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device: (
+        "sm_90a", None, types.SimpleNamespace(fn=main, arch="sm_90a", runnable=False), mod))
+    capturing = [False]  # (None: no capture check allowed)
+    monkeypatch.setattr(dispatch, "_capturing", lambda: capturing[0] if capturing[0] is not None
+                        else pytest.fail("capture checked on the default stream"))
+    g = R.generate_input([40, 72], [128, 64], [256, 256], 2, 1, device="cpu")
+    for handle in (0, 7):
+        monkeypatch.setattr(dispatch, "_stream_handle", lambda device, h=handle: h)
+        order.clear()
+        capturing[0] = False if handle else None
+        dispatch.custom_kernel(g)
+        dispatch.custom_kernel(g)
+        assert order == ["writer", "main", "main"]
+        if handle:
+            capturing[0] = True
+            dispatch.custom_kernel(g)
+            capturing[0] = False
+            dispatch.custom_kernel(g)
+            assert order == ["writer", "main", "main"] + ["writer", "main"] * 2
+
+
 def test_table_writer_entry_params_share_one_array():
     """The writer's entry parameters keep their C storage in one ctypes array, so one slice
     assignment rewrites what the packed launch passes (DSL 4.3.5's `_Pointer` internals)."""

@@ -1106,3 +1106,40 @@ def test_table_writer_graph(table_writer):
         assert not any(torch.isnan(c).any() for c in outs), "graph replay left outputs unwritten"
         ok, msg = R.check_implementation(data, outs)
         assert ok, msg
+
+
+def test_table_writer_eager_after_replay_same_stream(table_writer):
+    """Written in session 38 after its last GPU run (not yet run): a graph captured on a stream
+    replays its own table writes there, so an eager call on that stream with the addresses its
+    template last wrote must write the table again (dispatch._Template.captured).  On one stream:
+    eager `first` (the template, made outside capture), capture `second`, eager `first` (the
+    table: first's rows), replay (second's rows), then eager `first` into poisoned outputs: it
+    must compute `first`, not `second` from the replay's table."""
+    from nvfp4gemm.dispatch import custom_kernel
+
+    _skip_sm100("sm_90a table kernels")
+    first = R.generate_input([40, 200], [512, 512], [1024, 1024], 2, 4245, device="cuda")
+    second = _flipped(first, "group")
+    custom_kernel(first)
+    custom_kernel(second)  # (uploads: its table exists before capture)
+    torch.cuda.synchronize()
+    cap = torch.cuda.Stream()
+    cap.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(cap):
+        custom_kernel(first)  # this stream's template: its table now holds first's rows
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=cap):
+        custom_kernel(second)
+    with torch.cuda.stream(cap):
+        custom_kernel(first)  # the template's table: first's rows, and its last addresses first's
+        g.replay()  # second's rows in that table
+        for data in (first, second, first):
+            outs = [c for _, _, c in data[0]]
+            for c in outs:
+                c.fill_(float("nan"))
+            custom_kernel(data)
+            cap.synchronize()
+            assert not any(torch.isnan(c).any() for c in outs), "eager call after a replay left outputs unwritten"
+            ok, msg = R.check_implementation(data, outs)
+            assert ok, msg
+    torch.cuda.synchronize()
