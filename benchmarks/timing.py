@@ -6,10 +6,10 @@ is flushed by writing a buffer several times its size; CUDA events around `custo
 `iters` timed calls after warm-up; their median is one round.  The kernel and its baselines
 are timed in TIMING_ROUNDS alternating rounds, each reported as the median of its rounds.  A
 second mode captures the call in a CUDA graph and times graph replays (one round).  A third
-("fresh") is the leaderboard's ranked method (gpu-mode eval.py's leaderboard mode, and
-eval_better_bench's cloned inputs): every timed call gets new tensors of the same shape, with
-the GPU synchronized before it and only the L2 flush queued ahead, so the host work of a call
-on new tensors counts.  The floor is the leaderboard's
+("fresh") is gpu-mode eval.py's leaderboard mode: every timed call gets new tensors of the
+same shape, with the GPU synchronized before it and only the L2 flush queued ahead, so the host
+work of a call on new tensors counts.  (These problems are ranked by eval_better_bench's loop
+instead: benchmarks/leaderboard_timing.py's `ranked` mode.)  The floor is the leaderboard's
 speed-of-light table on B200; elsewhere max(FLOPs / fp16 matmul rate, bytes / copy
 bandwidth) with both rates measured at the start of this run.
 """
@@ -70,8 +70,8 @@ class Timer:
     def fresh(self, fn, make, calls: int) -> tuple[float, float]:
         """(median µs, median host µs) of `fn(make())` over `calls` calls, each on a new input
         made (untimed) just before it and dropped after it, on an idle GPU behind only the L2
-        flush: the leaderboard's method (module doc), where the allocator hands a dropped input's
-        memory to the next one."""
+        flush: eval.py's leaderboard mode (module doc), where the allocator hands a dropped
+        input's memory to the next one."""
         rows = []
         for _ in range(calls):
             x = make()
@@ -305,7 +305,7 @@ def print_table(rows, ceilings, device_name: str) -> None:
     for p in sorted({r["problem"] for r in rows}):
         pr = [r for r in rows if r["problem"] == p]
         print(f"geomean {p}: {geomean([r['us'] for r in pr]):.1f} us, x floor {geomean([r['x_floor'] for r in pr]):.2f}"
-              f"; fresh tensors each call (the leaderboard's method) {geomean([r.get('fresh_us') for r in pr]):.1f} us")
+              f"; fresh tensors each call (eval.py's method) {geomean([r.get('fresh_us') for r in pr]):.1f} us")
 
 
 def write_png(rows, path: str) -> None:

@@ -1,9 +1,10 @@
 """`custom_kernel(data)`: the leaderboard entry point for both problems on both GPUs.
 
-The leaderboard times every call on new tensors (gpu-mode eval.py's leaderboard mode makes a new
-input for each timed call; eval_better_bench clones its inputs every iteration), with the GPU
-idle or only an L2 flush queued ahead, so the host work of a call on new tensors is part of the
-measured time.  Hence:
+gpu-mode ranks these problems with eval_better_bench: 50 (dual) or 15 (grouped) inputs made
+once and called back to back, the same objects every repeat, so a call's host time counts
+wherever it exceeds its kernel's; its generic eval.py makes a new input for every timed call
+behind an L2 flush.  Both must be cheap on the host (MEMORY.md, "How the leaderboard times
+calls").  Hence:
 
 * Validation runs in full once per input *signature* (every tensor's dtype, shape, strides and
   device, and the problem sizes: all that validation looks at but the addresses).  A later input
@@ -217,43 +218,54 @@ class _Template:
         self.last = ptrs  # the used tensors' addresses the arguments hold now
         self.owner = None  # pointer_args' buffer the arguments point into now (besides `keep`)
         self.writer = None
-        # A graph captured through this template replays its own writes of the table, so after a
-        # capture `last` no longer says what the table holds: every later call writes it.  (torch
-        # never captures on the default stream, handle 0: no capture check there.)
-        self.capturable, self.captured = handle != 0, False
+        self.capturable = handle != 0  # (torch never captures on the default stream, handle 0)
         if self.slots is None and TABLE_WRITER and hasattr(mod, "writer_target"):
             self._init_writer(data, handle)
 
     def _init_writer(self, data, handle):
-        """The template's own table (the module's `writer_target`: a group table, or on sm_100a a
-        descriptor workspace whose pointer rows it is), written by `table_writer` from parameters
-        before each launch whose addresses changed, then the target's `after` launch if any."""
+        """Tables written by `table_writer` from launch parameters (the module's `writer_target`:
+        sm_90a a group table, sm_100a a descriptor workspace whose pointer rows the writer fills
+        and whose `after` launch, the setup kernel, builds the descriptors).  Eager calls bind
+        each address set to a table of its own, written once (`bound`, least recently used
+        dropped beyond BOUND_ENTRIES): the leaderboard's loops cycle through 15 or 50 inputs,
+        which then cost the main launch alone.  Captured launches write the template's own
+        table (`target`) every time, so each replay writes its rows first; no eager call reads
+        that table, so replays cannot change what an eager call reads."""
         from nvfp4gemm import table_writer
 
         ck = self.entry.ck
-        self.target = t = self.entry.mod.writer_target(data, self.entry.cfg, CUstream(handle))
-        self.keep.append(t.owner)
-        for ai, addr in t.arg_pairs:
-            self.args[ai]._desc.value = addr
-        entries, self.entry_values = table_writer.entry_params(t.n)
-        wargs = (table_writer.entry_ptr(t.dst, align=16), entries, CUstream(handle))
-        wargs[0].__c_pointers__()
-        self.writer = PackedLaunch(table_writer.compiled(ck.arch, ck.runnable, t.n), wargs)
-        self.last = None  # the table is empty: the first call writes it
+        self.stream = CUstream(handle)
+        self.target = self.entry.mod.writer_target(data, self.entry.cfg, self.stream)
+        self.keep.append(self.target.owner)
+        entries, self.entry_values = table_writer.entry_params(self.target.n)
+        self.writer_dst = table_writer.entry_ptr(self.target.dst, align=16)
+        self.writer_dst.__c_pointers__()
+        self.writer = PackedLaunch(table_writer.compiled(ck.arch, ck.runnable, self.target.n),
+                                   (self.writer_dst, entries, self.stream))
+        self.bound = OrderedDict()  # used addresses -> the Target written with them
+        self.last = None  # (the arguments point at no written table yet)
 
     def __call__(self, data, flat, ptrs):
-        if self.writer is not None and self.capturable and not self.captured and _capturing():
-            self.captured = True
-        if ptrs != self.last or (self.writer is not None and self.captured):
+        if self.writer is not None:
+            if self.capturable and _capturing():
+                self._write(data, self.target)
+                self.last = None  # (the arguments point at the template's own table now)
+            elif ptrs != self.last:
+                t = self.bound.get(ptrs)
+                if t is None:
+                    t = self.entry.mod.writer_target(data, self.entry.cfg, self.stream, like=self.target)
+                    self._write(data, t)
+                    self.bound[ptrs] = t
+                    while len(self.bound) > BOUND_ENTRIES:
+                        self.bound.popitem(last=False)
+                else:
+                    self.bound.move_to_end(ptrs)
+                    self._point(t)
+                self.last = ptrs
+        elif ptrs != self.last:
             if self.slots is not None:
                 for ptr, di in self.slots:
                     ptr._desc.value = flat[di].data_ptr()
-            elif self.writer is not None:  # (after a capture always: `captured` above)
-                vals = self.entry.mod.table_entries(data, self.entry.cfg)
-                self.entry_values[:len(vals)] = vals  # (the signature fixes len(vals): the rest stay 0)
-                self.writer()
-                if self.target.after is not None:
-                    self.target.after()
             else:
                 args = self.args
                 pairs, self.owner = self.entry.mod.pointer_args(data, self.entry.cfg, stream_handle=self.handle)
@@ -262,13 +274,30 @@ class _Template:
             self.last = ptrs
         self.launch()
 
+    def _write(self, data, t) -> None:
+        """Write `data`'s entries into t (then t's `after` launch) and point the arguments at t."""
+        vals = self.entry.mod.table_entries(data, self.entry.cfg)
+        self.entry_values[:len(vals)] = vals  # (the signature fixes len(vals): the rest stay 0)
+        self.writer_dst._desc.value = t.dst
+        self.writer()
+        if t.after is not None:
+            t.after()
+        self._point(t)
+
+    def _point(self, t) -> None:
+        for ai, addr in t.arg_pairs:
+            self.args[ai]._desc.value = addr
+
 
 def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 _LAST: OrderedDict = OrderedDict()  # id(data) -> (weak refs to its tensors, sizes, _Entry, used addresses)
-LAST_ENTRIES = 8
+# gpu-mode's ranked loops (eval_better_bench*.py) call 50 (dual) or 15 (grouped) inputs back to
+# back, the same objects every repeat: all of them must fit.
+LAST_ENTRIES = 64
+BOUND_ENTRIES = 64  # address sets with a written table, per template (~1 KB each; sm_100a ~11 KB)
 
 
 _RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # (what torch.compile's code uses)

@@ -70,7 +70,7 @@ def _expected(data, ws):
 
 
 def test_fresh_tensors_reuse_the_template(monkeypatch):
-    """New tensors with the same signature (the leaderboard clones its inputs every timed call):
+    """New tensors with the same signature (gpu-mode's eval.py makes a new input every timed call):
     validated by signature, launched through the first call's template with their own addresses."""
     calls, launches, ws = fake_env(monkeypatch)
     d = R.generate_input(128, 64, 256, 1, 1, device="cpu")
@@ -348,10 +348,10 @@ def test_template_with_pointer_args_holds_its_table(monkeypatch):
     assert tpl.owner is table_of(g)
 
 
-def test_table_writer_template(monkeypatch):
-    """NVFP4_TABLE_WRITER (opt-in, not yet run on a GPU): the template points the kernel's table
-    argument at its own table and, whenever the addresses change, launches the writer with that
-    input's entries before the main kernel; repeated inputs launch the main kernel alone."""
+def _writer_env(monkeypatch, handle=0):
+    """The dispatcher with the table writer, the real sm_90a grouped table layout and stand-in
+    launches recording ("writer", table address, entries) and ("main", table argument); the
+    stream handle `handle`; `capturing[0]` is what a capture check answers (None: none allowed)."""
     from cutlass.cute.runtime import make_ptr
     import cutlass
     import cutlass.cute as cute
@@ -376,61 +376,66 @@ def test_table_writer_template(monkeypatch):
     _cpu_dispatcher(monkeypatch, "validate_group", calls, main, mod)
     monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device: (
         "sm_90a", None, types.SimpleNamespace(fn=main, arch="sm_90a", runnable=False), mod))
-    g = R.generate_input([40, 72], [128, 64], [256, 256], 2, 1, device="cpu")
-    other = ([tuple(t.clone() for t in grp) for grp in g[0]], g[1], g[2], g[3])
-    for d in (g, g, other):
-        dispatch.custom_kernel(d)
-    (tpl,) = next(iter(dispatch._SIGS.values())).templates.values()
-    own = tpl.target.dst
-    assert own == tpl.target.owner.data_ptr() and tpl.args[0]._desc.value == own
-    pad = [0] * (128 - 16)
-    assert order == [("writer", own, list(gg.table_entries(g)) + pad), ("main", own), ("main", own),
-                     ("writer", own, list(gg.table_entries(other)) + pad), ("main", own)]
-
-
-def test_table_writer_after_capture_always_writes(monkeypatch):
-    """A graph captured through a template replays its own table writes, so the table no longer
-    holds what the template last wrote: from a capture on, every call on that stream writes the
-    table, repeated addresses included.  (On the default stream, handle 0, torch never captures:
-    no capture check there, and repeated addresses launch the main kernel alone.)"""
-    from cutlass.cute.runtime import make_ptr
-    import cutlass
-    import cutlass.cute as cute
-
-    from nvfp4gemm import table_writer
-    from nvfp4gemm.sm90 import grouped_gemm as gg
-
-    calls, order = collections.Counter(), []
-    shared = torch.empty(128, dtype=torch.int64)
-
-    def runtime_args(data, cfg, stream, keep=None):
-        return (make_ptr(cutlass.Int64, shared.data_ptr(), cute.AddressSpace.gmem, assumed_align=16), stream)
-
-    monkeypatch.setattr(table_writer, "compiled", lambda arch, runnable, n=table_writer.ENTRIES: lambda *a: order.append("writer"))
-    monkeypatch.setattr(dispatch, "TABLE_WRITER", True)
-    mod = types.SimpleNamespace(runtime_args=runtime_args, table_entries=gg.table_entries, writer_target=gg.writer_target,
-                                pointer_args=None)
-    main = lambda *args: order.append("main")  # noqa: E731
-    _cpu_dispatcher(monkeypatch, "validate_group", calls, main, mod)
-    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device: (
-        "sm_90a", None, types.SimpleNamespace(fn=main, arch="sm_90a", runnable=False), mod))
-    capturing = [False]  # (None: no capture check allowed)
+    monkeypatch.setattr(dispatch, "_stream_handle", lambda device: handle)
+    capturing = [False if handle else None]
     monkeypatch.setattr(dispatch, "_capturing", lambda: capturing[0] if capturing[0] is not None
                         else pytest.fail("capture checked on the default stream"))
     g = R.generate_input([40, 72], [128, 64], [256, 256], 2, 1, device="cpu")
-    for handle in (0, 7):
-        monkeypatch.setattr(dispatch, "_stream_handle", lambda device, h=handle: h)
-        order.clear()
-        capturing[0] = False if handle else None
-        dispatch.custom_kernel(g)
-        dispatch.custom_kernel(g)
-        assert order == ["writer", "main", "main"]
-        if handle:
-            capturing[0] = True
-            dispatch.custom_kernel(g)
-            capturing[0] = False
-            dispatch.custom_kernel(g)
-            assert order == ["writer", "main", "main"] + ["writer", "main"] * 2
+    other = ([tuple(t.clone() for t in grp) for grp in g[0]], g[1], g[2], g[3])
+    return order, capturing, g, other, gg
+
+
+def _template():
+    (tpl,) = next(iter(dispatch._SIGS.values())).templates.values()
+    return tpl
+
+
+def test_table_writer_template(monkeypatch):
+    """The writer path: each address set gets a table of its own, written once (writer, then
+    main); an address set seen before (the leaderboard's loops cycle through 15 or 50 inputs)
+    launches the main kernel alone, pointed at its table.  The template's own table is not used
+    by eager calls."""
+    order, _capturing, g, other, gg = _writer_env(monkeypatch)
+    for d in (g, g, other, g, other):
+        dispatch.custom_kernel(d)
+    tpl = _template()
+    t_g, t_o = (tpl.bound[tuple(t.data_ptr() for t in tpl.entry.used(dispatch._flatten(d)[1]))] for d in (g, other))
+    assert len({tpl.target.dst, t_g.dst, t_o.dst}) == 3 and t_g.dst == t_g.owner.data_ptr()
+    pad = [0] * (128 - 16)
+    assert order == [("writer", t_g.dst, list(gg.table_entries(g)) + pad), ("main", t_g.dst), ("main", t_g.dst),
+                     ("writer", t_o.dst, list(gg.table_entries(other)) + pad), ("main", t_o.dst),
+                     ("main", t_g.dst), ("main", t_o.dst)]
+
+
+def test_table_writer_bound_tables_are_bounded(monkeypatch):
+    """Beyond BOUND_ENTRIES address sets the least recently used table is dropped (and written
+    again when its addresses come back)."""
+    order, _capturing, g, other, _gg = _writer_env(monkeypatch)
+    monkeypatch.setattr(dispatch, "BOUND_ENTRIES", 1)
+    for d in (g, other, g):
+        dispatch.custom_kernel(d)
+    assert [o[0] for o in order] == ["writer", "main"] * 3 and len(_template().bound) == 1
+
+
+def test_table_writer_in_capture(monkeypatch):
+    """Captured launches write the template's own table every time (a replay writes its rows
+    first); eager calls never read that table, so after captures and replays an eager call at
+    known addresses still launches the main kernel alone, on its own table.  (On the default
+    stream, handle 0, torch never captures: no capture check there -- `_writer_env`.)"""
+    order, capturing, g, other, _gg = _writer_env(monkeypatch, handle=7)
+    dispatch.custom_kernel(g)
+    capturing[0] = True
+    dispatch.custom_kernel(g)
+    dispatch.custom_kernel(other)
+    capturing[0] = False
+    dispatch.custom_kernel(g)
+    dispatch.custom_kernel(other)
+    tpl = _template()
+    own = tpl.target.dst
+    t_g, t_o = (tpl.bound[tuple(t.data_ptr() for t in tpl.entry.used(dispatch._flatten(d)[1]))] for d in (g, other))
+    assert [o[:2] for o in order] == [("writer", t_g.dst), ("main", t_g.dst),
+                                      ("writer", own), ("main", own), ("writer", own), ("main", own),
+                                      ("main", t_g.dst), ("writer", t_o.dst), ("main", t_o.dst)]
 
 
 def test_table_writer_entry_params_share_one_array():

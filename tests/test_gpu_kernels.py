@@ -1110,8 +1110,8 @@ def test_table_writer_graph(table_writer):
 
 def test_table_writer_eager_after_replay_same_stream(table_writer):
     """Written in session 38 after its last GPU run (not yet run): a graph captured on a stream
-    replays its own table writes there, so an eager call on that stream with the addresses its
-    template last wrote must write the table again (dispatch._Template.captured).  On one stream:
+    replays its own table writes there, so no eager call may read that table (dispatch._Template:
+    captured launches write the template's own table, eager ones a table per address set).  On one stream:
     eager `first` (the template, made outside capture), capture `second`, eager `first` (the
     table: first's rows), replay (second's rows), then eager `first` into poisoned outputs: it
     must compute `first`, not `second` from the replay's table."""
@@ -1143,3 +1143,32 @@ def test_table_writer_eager_after_replay_same_stream(table_writer):
             ok, msg = R.check_implementation(data, outs)
             assert ok, msg
     torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("problem,shape,count", [
+    ("group", ((40, 512, 1024), (200, 512, 1024)), 15),
+    ("group", configs.GROUP_BENCHMARKS[3], 15),
+    ("dual", (256, 512, 1024, 1), 50),
+], ids=str)
+def test_ranked_loop_cycles_inputs(problem, shape, count):
+    """Written in session 38 after its last GPU run (not yet run): gpu-mode's ranked loop
+    (eval_better_bench*.py) -- `count` inputs made once, called back to back with no
+    synchronize between, the same objects every repeat.  Three passes, outputs poisoned before
+    the last: every output right (each address set's table written once, then reused)."""
+    from nvfp4gemm.dispatch import custom_kernel
+
+    if problem == "dual":
+        inputs = [R.generate_input(*shape, 100 + i, device="cuda") for i in range(count)]
+    else:
+        ms, ns, ks = (list(x) for x in zip(*shape))
+        inputs = [R.generate_input(ms, ns, ks, len(shape), 100 + i, device="cuda") for i in range(count)]
+    for rep in range(3):
+        if rep == 2:
+            for d in inputs:
+                for c in ([d[-1]] if problem == "dual" else [c for _, _, c in d[0]]):
+                    c.fill_(float("nan"))
+        outs = [custom_kernel(d) for d in inputs]
+    torch.cuda.synchronize()
+    for d, out in zip(inputs, outs):
+        ok, msg = R.check_implementation(d, out)
+        assert ok, msg

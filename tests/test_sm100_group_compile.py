@@ -253,10 +253,11 @@ def test_writer_target_is_a_private_workspace():
 
 
 def test_template_writes_rows_then_setup_then_main(monkeypatch):
-    """Through the dispatcher (CPU stand-ins for the three launches): the template points the
-    main kernel's four workspace arguments at its private workspace; each call on new addresses
-    launches the writer with that input's rows, the setup kernel, then the main kernel; a
-    repeated input launches the main kernel alone."""
+    """Through the dispatcher (CPU stand-ins for the three launches): each new address set gets
+    a workspace of its own (its size rows copied from the template's, `_workspace_like`); its
+    first call launches the writer with that input's rows, the setup kernel, then the main
+    kernel with its four workspace arguments pointing there; an address set seen before
+    launches the main kernel alone, pointed back at its workspace."""
     import types
 
     import reference as R
@@ -278,15 +279,25 @@ def test_template_writes_rows_then_setup_then_main(monkeypatch):
     dispatch.clear_caches()
     g = R.generate_input([40, 72], [256, 256], [256, 256], 2, 1, device="cpu")
     other = ([tuple(t.clone() for t in grp) for grp in g[0]], g[1], [tuple(t.clone() for t in grp) for grp in g[2]], g[3])
-    for d in (g, g, other):
+    for d in (g, g, other, g):
         dispatch.custom_kernel(d)
     (tpl,) = next(iter(dispatch._SIGS.values())).templates.values()
-    base = tpl.target.owner.buffer.data_ptr()
-    ws_args = [base + gg.WS_DESC, base + gg.WS_PTRS, base + gg.WS_SHAPES, base + gg.WS_OFFSETS]
+    ws_g, ws_o = (tpl.bound[tuple(t.data_ptr() for t in tpl.entry.used(dispatch._flatten(d)[1]))].owner
+                  for d in (g, other))
+    own = tpl.target.owner
+    assert len({own.buffer.data_ptr(), ws_g.buffer.data_ptr(), ws_o.buffer.data_ptr()}) == 3
+    for ws in (ws_g, ws_o):  # the size rows and scalars of the template's workspace
+        assert torch.equal(ws.buffer[gg.WS_SHAPES:], own.buffer[gg.WS_SHAPES:])
+        assert [repr(a) for a in ws.args[4:]] == [repr(a) for a in own.args[4:]]
+
+    def ws_args(ws):
+        b = ws.buffer.data_ptr()
+        return [b + gg.WS_DESC, b + gg.WS_PTRS, b + gg.WS_SHAPES, b + gg.WS_OFFSETS]
+
     pad = [0] * (gg.MAX_GROUPS * gg.NUM_DESC - 10)
-    assert order == [("writer", base + gg.WS_PTRS, list(gg.table_entries(g, cfg)) + pad), ("setup", base),
-                     ("main", ws_args), ("main", ws_args),
-                     ("writer", base + gg.WS_PTRS, list(gg.table_entries(other, cfg)) + pad), ("setup", base),
-                     ("main", ws_args)]
+    assert order == [("writer", ws_args(ws_g)[1], list(gg.table_entries(g, cfg)) + pad), ("setup", ws_g.buffer.data_ptr()),
+                     ("main", ws_args(ws_g)), ("main", ws_args(ws_g)),
+                     ("writer", ws_args(ws_o)[1], list(gg.table_entries(other, cfg)) + pad), ("setup", ws_o.buffer.data_ptr()),
+                     ("main", ws_args(ws_o)), ("main", ws_args(ws_g))]
     dispatch.clear_caches()
     gg._WORKSPACES.clear()

@@ -737,6 +737,14 @@ def compile_args(config: KernelConfig, shapes) -> tuple:
 
 
 def _workspace_args(config, ws_addr, mm, nn, k, groups, total, clusters) -> tuple:
+    return _workspace_ptrs(ws_addr) + (
+        cutlass.Int32(mm), cutlass.Int32(nn), cutlass.Int32(k),
+        cutlass.Int32(groups), cutlass.Int32(total), cutlass.Int32(max(1, clusters)),
+    )
+
+
+def _workspace_ptrs(ws_addr) -> tuple:
+    """The four workspace pointers that head the kernel's arguments (`_workspace_pairs`' order)."""
     from cutlass.cute.runtime import make_ptr
 
     gmem = cute.AddressSpace.gmem
@@ -745,8 +753,6 @@ def _workspace_args(config, ws_addr, mm, nn, k, groups, total, clusters) -> tupl
         make_ptr(cutlass.Int64, ws_addr + WS_PTRS, gmem, assumed_align=16),
         make_ptr(cutlass.Int32, ws_addr + WS_SHAPES, gmem, assumed_align=16),
         make_ptr(cutlass.Int32, ws_addr + WS_OFFSETS, gmem, assumed_align=16),
-        cutlass.Int32(mm), cutlass.Int32(nn), cutlass.Int32(k),
-        cutlass.Int32(groups), cutlass.Int32(total), cutlass.Int32(max(1, clusters)),
     )
 
 
@@ -822,10 +828,7 @@ def _build_workspace(config: KernelConfig, data, key) -> Workspace:
         torch.tensor(offsets, dtype=torch.int32).view(torch.uint8).flatten(),
     ])
     assert host.numel() == WS_BYTES - WS_PTRS
-    # descriptors need 128-byte alignment (the CUDA allocator gives 256, a CPU one may not)
-    buf = torch.empty(WS_BYTES + 128, dtype=torch.uint8, device=device)
-    pad = -buf.data_ptr() % 128
-    buf = buf[pad:pad + WS_BYTES]
+    buf = _workspace_buffer(device)
     if device.type == "cuda":
         refuse_in_capture()
         # Pinned staging: the copy is asynchronous on the current stream (the caching host
@@ -907,19 +910,39 @@ def runtime_args(data, config: KernelConfig, stream=None, keep=None) -> tuple:
     return (*ws.args, stream)
 
 
-def writer_target(data, config: KernelConfig, stream):
-    """A dispatcher template's private workspace (never in the cache: its rows change with every
-    address set): built once from this input (shape and tile rows, which depend on the sizes
-    only), its pointer rows then written by nvfp4gemm/table_writer.py before each launch whose
-    addresses changed, followed by the setup kernel (packed once) that rebuilds the
-    descriptors.  The main kernel acquires each descriptor (fence.proxy.tensormap) at every
-    group change, so rewriting them between launches on one stream is safe."""
+def writer_target(data, config: KernelConfig, stream, like=None):
+    """A workspace private to a dispatcher template (never in the address-keyed cache): without
+    `like` built from this input (the template's own, which captured launches rewrite); with
+    `like` (a Target of this function) a copy of its size-dependent rows for one more address
+    set (`_workspace_like`).  Its pointer rows are written by nvfp4gemm/table_writer.py, then
+    the setup kernel (packed once per workspace) builds the descriptors from them.  The main
+    kernel acquires each descriptor (fence.proxy.tensormap) at every group change, so a
+    workspace rewritten between launches on one stream is safe."""
     from nvfp4gemm import table_writer
 
-    ws = _build_workspace(config, data, None)
+    ws = _build_workspace(config, data, None) if like is None else _workspace_like(like.owner)
     base = ws.buffer.data_ptr()
     return table_writer.Target(ws, base + WS_PTRS, MAX_GROUPS * NUM_DESC, _workspace_pairs(base),
                                _packed_setup(config, ws, stream))
+
+
+def _workspace_buffer(device):
+    """WS_BYTES of uninitialized device memory, 128-byte aligned (descriptors need it; the CUDA
+    allocator gives 256, a CPU one may not)."""
+    import torch
+
+    buf = torch.empty(WS_BYTES + 128, dtype=torch.uint8, device=device)
+    pad = -buf.data_ptr() % 128
+    return buf[pad:pad + WS_BYTES]
+
+
+def _workspace_like(base: Workspace) -> Workspace:
+    """A new workspace for the same sizes as `base`: its shape and tile rows copied from base on
+    the device (stream-ordered, no host staging); its pointer rows and descriptors left for the
+    writer and the setup kernel."""
+    buf = _workspace_buffer(base.buffer.device)
+    buf[WS_SHAPES:].copy_(base.buffer[WS_SHAPES:], non_blocking=True)
+    return Workspace(buf, _workspace_ptrs(buf.data_ptr()) + tuple(base.args[4:]))
 
 
 def _workspace_pairs(base: int) -> tuple:

@@ -86,7 +86,7 @@ def table_entries(data, config=None) -> tuple:
     return tuple(v for r in _rows(data) for v in r)
 
 
-def writer_target(data, config: KernelConfig, stream=None):
+def writer_target(data, config: KernelConfig, stream=None, like=None):
     """The dispatcher template's own group table (grouped_gemm.own_table_target)."""
     return grouped.own_table_target(data[-1].device)
 

@@ -521,20 +521,20 @@ def pointer_table(dev, vals: tuple):
 
 
 def own_table_target(device):
-    """A dispatcher template's own group table (argument 0 of the kernels that read one), which
-    nvfp4gemm/table_writer.py fills with `table_entries` before each launch whose addresses
-    changed."""
+    """A group table of a dispatcher template (argument 0 of the kernels that read one), which
+    nvfp4gemm/table_writer.py fills whole (every row, zero rows included) with `table_entries`
+    before the launches that read it."""
     import torch
 
     from nvfp4gemm import table_writer
 
-    table = torch.zeros(MAX_GROUPS * META_FIELDS, dtype=torch.int64, device=device)
+    table = torch.empty(MAX_GROUPS * META_FIELDS, dtype=torch.int64, device=device)
     return table_writer.Target(table, table.data_ptr(), MAX_GROUPS * META_FIELDS, ((0, table.data_ptr()),))
 
 
-def writer_target(data, config: KernelConfig, stream=None):
-    """The template's own group table (`own_table_target`; also the grouped skinny and mixed
-    kernels')."""
+def writer_target(data, config: KernelConfig, stream=None, like=None):
+    """A new group table for a template (`own_table_target`; also the grouped skinny and mixed
+    kernels'; `like` is not needed: the table holds nothing but the writer's entries)."""
     return own_table_target(data[0][0][2].device)
 
 
