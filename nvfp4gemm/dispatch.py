@@ -22,14 +22,15 @@ calls").  Hence:
 * The first call of a signature on a stream builds a launch template (`_Template`): the kernel
   module's runtime arguments, converted and packed once (`PackedLaunch`), holding the workspaces
   they point into.  Later calls write the new data addresses into the packed pointer arguments
-  and call the compiled host function.  Which arguments: the module's `DATA_SLOTS` (arguments
-  that are data tensors' addresses: the dual kernels); with `writer_target` (the sm_90a grouped
-  and dual swap kernels, sm_100a grouped) the template's own group table or descriptor
-  workspace, whose address rows nvfp4gemm/table_writer.py writes before the launch from its
-  launch parameters (sm_100a: then the descriptor setup kernel); else the module's `pointer_args` (a
+  and call the compiled host function, only when the used addresses changed.  Which
+  arguments: the module's `DATA_SLOTS` (arguments that are data tensors' addresses: the dual
+  kernels); with `writer_target` (the sm_90a grouped and dual swap kernels, sm_100a grouped) a
+  group table (sm_100a: a descriptor workspace) per address set, whose address rows
+  nvfp4gemm/table_writer.py writes once from its launch parameters (sm_100a: then the
+  descriptor setup kernel), see `_Template._init_writer`; else the module's `pointer_args` (a
   device table of the group addresses, built and uploaded once per address set and cached --
   also the sm_90a kernels' path under NVFP4_TABLE_WRITER=0 -- and on sm_100a the per-address-set
-  workspace of TMA descriptors and its setup kernel).  Only when the used addresses changed.
+  workspace of TMA descriptors and its setup kernel).
 * A module with neither gets its arguments built on every call (the grouped mixed kernel when
   compiled with NVFP4_CTA_TRACE, whose table also holds the trace slot; test stand-ins).
 
