@@ -39,10 +39,7 @@ import nvfp4gemm  # noqa: E402,F401  (must precede cutlass)
 import torch  # noqa: E402
 
 from benchmarks.bench import case_name, cases_for  # noqa: E402
-from benchmarks.timing import Timer, clone_input, make_input, timed_call  # noqa: E402
-
-RANKED_INPUTS = {"dual": 50, "group": 15}  # eval_better_bench's NUM_ITERATIONS_PER_BENCHMARK
-RANKED_REPEATS = 10
+from benchmarks.timing import Timer, clone_input, make_input, ranked_inputs, ranked_time, timed_call  # noqa: E402
 
 
 def time_case(problem: str, shape, calls: int, timer: Timer) -> dict:
@@ -55,25 +52,10 @@ def time_case(problem: str, shape, calls: int, timer: Timer) -> dict:
     out["same_us"] = statistics.median(t for t, _ in same)
     out["same_host_us"] = statistics.median(h for _, h in same)
     out["eval_us"], out["eval_host_us"] = timer.fresh(custom_kernel, lambda: clone_input(base), calls)
-    n = RANKED_INPUTS[problem]
-    inputs = [make_input(problem, shape, 2 + i) for i in range(n)]
+    inputs = ranked_inputs(problem, shape, 1)
     for d in inputs:  # the evaluator's correctness pass runs on clones
         custom_kernel(clone_input(d))
-    ranked = []  # (µs per call, host µs per call) of each repeat
-    for _ in range(RANKED_REPEATS):
-        torch.cuda.synchronize()
-        timer.flush()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        t0 = time.perf_counter()
-        for d in inputs:
-            custom_kernel(d)
-        host = (time.perf_counter() - t0) * 1e6
-        e.record()
-        torch.cuda.synchronize()
-        ranked.append((s.elapsed_time(e) * 1e3 / n, host / n))
-    out["ranked_us"] = statistics.median(t for t, _ in ranked)
-    out["ranked_host_us"] = statistics.median(h for _, h in ranked)
+    out["ranked_us"], out["ranked_host_us"] = ranked_time(custom_kernel, inputs, timer.flush)
     return out
 
 

@@ -77,6 +77,7 @@ def test_gpu_report_table_and_chart(tmp_path, capsys, monkeypatch):
     assert f"fp16 matmul {run['ceilings']['fp16_tflops']:.0f} TFLOP/s" in out
     assert "256x4096x7168" in out and "g8 N4096 K7168" in out
     assert "vs cuBLAS fp16 pre-decode" in out and "geomean dual:" in out and "geomean group:" in out
+    assert "ranked loop (the leaderboard's)" in out
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: run["device"])
     png = tmp_path / "c.png"
     timing.write_png(run["rows"], str(png))

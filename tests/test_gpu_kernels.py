@@ -1145,17 +1145,24 @@ def test_table_writer_eager_after_replay_same_stream(table_writer):
     torch.cuda.synchronize()
 
 
+@pytest.mark.parametrize("graphs", [True, False], ids=["graphs", "plain"])
 @pytest.mark.parametrize("problem,shape,count", [
     ("group", ((40, 512, 1024), (200, 512, 1024)), 15),
     ("group", configs.GROUP_BENCHMARKS[3], 15),
     ("dual", (256, 512, 1024, 1), 50),
 ], ids=str)
-def test_ranked_loop_cycles_inputs(problem, shape, count):
-    """Written in session 38 after its last GPU run (not yet run): gpu-mode's ranked loop
-    (eval_better_bench*.py) -- `count` inputs made once, called back to back with no
-    synchronize between, the same objects every repeat.  Three passes, outputs poisoned before
-    the last: every output right (each address set's table written once, then reused)."""
+def test_ranked_loop_cycles_inputs(problem, shape, count, graphs, monkeypatch):
+    """gpu-mode's ranked loop (eval_better_bench*.py) -- `count` inputs made once, called back
+    to back with no synchronize between, the same objects every repeat.  Three passes, outputs
+    poisoned before the last: every output right (each address set's table written once, then
+    reused; the second pass captures each address set's launch in a CUDA graph, the third
+    replays them: every input has its graph where `graphs` -- forced either way here, since by
+    default they are on for sm_100a only)."""
+    from nvfp4gemm import dispatch
     from nvfp4gemm.dispatch import custom_kernel
+
+    monkeypatch.setattr(dispatch, "GRAPHS", graphs)
+    dispatch.clear_caches()  # (templates decide on graphs when built)
 
     if problem == "dual":
         inputs = [R.generate_input(*shape, 100 + i, device="cuda") for i in range(count)]
@@ -1172,3 +1179,12 @@ def test_ranked_loop_cycles_inputs(problem, shape, count):
     for d, out in zip(inputs, outs):
         ok, msg = R.check_implementation(d, out)
         assert ok, msg
+    entry, _flat, _ptrs = dispatch._entry_of(inputs[0])
+    tpl = entry.templates[dispatch._stream_handle(entry.device)]
+    if graphs and (tpl.slots is not None or tpl.writer is not None):
+        assert tpl.graph_ok, "a graph capture failed: the template fell back to plain launches"
+        for d in inputs:
+            assert tpl.graphs[dispatch._entry_of(d)[2]][1] is not None
+    else:
+        assert not tpl.graphs
+    dispatch.clear_caches()
