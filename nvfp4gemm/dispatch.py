@@ -276,6 +276,8 @@ class _Template:
                 self._point_at(data, flat, ptrs)
             self.launch()
             return
+        if _GRAVEYARD:
+            _bury()
         rec = self.graphs.get(ptrs) if self.graph_ok else None
         if rec is not None and rec[1] is not None:  # the hot path: one graph launch
             self.graphs.move_to_end(ptrs)
@@ -381,9 +383,23 @@ def _check(res) -> None:
         raise RuntimeError(f"CUDA driver call failed: {res[0]!r}")
 
 
+# Graph executables and capture streams of dropped templates and records, destroyed at the next
+# eager call (`_bury`), never where they are dropped: a template evicted while the caller
+# captures a CUDA graph in torch's default (global) mode would otherwise destroy them inside
+# that capture, which invalidates it (exp. 128: every later test failed).
+_GRAVEYARD: list = []
+
+
+def _bury() -> None:
+    while _GRAVEYARD:
+        destroy, handle = _GRAVEYARD.pop()
+        destroy(handle)
+
+
 class _Graph:
-    """An instantiated CUDA graph of one template launch at one address set.  Destroyed with
-    its record; the driver frees one still running when it completes."""
+    """An instantiated CUDA graph of one template launch at one address set.  Destroyed after
+    its record is dropped (`_GRAVEYARD`); the driver frees one still running when it
+    completes."""
     __slots__ = ("exe",)
 
     def __init__(self, exe):
@@ -395,14 +411,12 @@ class _Graph:
             raise RuntimeError(f"graph launch failed: {err!r}")
 
     def __del__(self):
-        try:
-            _cu.cuGraphExecDestroy(self.exe)
-        except Exception:  # noqa: BLE001  (interpreter shutdown)
-            pass
+        _GRAVEYARD.append((_cu.cuGraphExecDestroy, self.exe))
 
 
 class _OwnedStream:
-    """A non-blocking stream that graphs are captured on (destroyed with its template)."""
+    """A non-blocking stream that graphs are captured on (destroyed after its template is
+    dropped, `_GRAVEYARD`)."""
     __slots__ = ("stream",)
 
     def __init__(self):
@@ -410,10 +424,7 @@ class _OwnedStream:
         _check((err,))
 
     def __del__(self):
-        try:
-            _cu.cuStreamDestroy(self.stream)
-        except Exception:  # noqa: BLE001
-            pass
+        _GRAVEYARD.append((_cu.cuStreamDestroy, self.stream))
 
 
 _LAST: OrderedDict = OrderedDict()  # id(data) -> (weak refs to its tensors, sizes, _Entry, used addresses)
@@ -437,6 +448,8 @@ def clear_caches() -> None:
     """Forget every signature, template and recent input (tests; plans and compiles stay)."""
     for cache in (_SIGS, _TEMPLATES, _LAST, _RECENT):
         cache.clear()
+    if not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
+        _bury()
 
 
 def _entry_of(data):

@@ -515,6 +515,25 @@ def test_graphs_off_and_not_in_a_callers_capture(monkeypatch):
     assert [o[0] for o in order] == ["writer", "main", "main", "main"]
 
 
+def test_graphs_are_destroyed_outside_captures(monkeypatch):
+    """A dropped graph (or capture stream) is destroyed at the next eager call, never where it
+    is dropped: a template evicted while the caller captures in torch's global mode must not
+    destroy anything inside that capture (exp. 128: it invalidated the capture)."""
+    order, capturing, g, _other = _graph_env(monkeypatch, handle=7)
+    destroyed = []
+    monkeypatch.setattr(dispatch, "_cu", types.SimpleNamespace(cuGraphExecDestroy=destroyed.append))
+    dispatch.custom_kernel(g)
+    x = dispatch._Graph("exe")
+    del x
+    assert destroyed == [] and len(dispatch._GRAVEYARD) == 1
+    capturing[0] = True
+    dispatch.custom_kernel(g)
+    assert destroyed == []
+    capturing[0] = False
+    dispatch.custom_kernel(g)
+    assert destroyed == ["exe"] and not dispatch._GRAVEYARD
+
+
 def test_graphs_by_default_on_sm100a_only(monkeypatch):
     """NVFP4_GRAPHS unset (GRAPHS None): templates of sm_100a plans capture, sm_90a ones don't
     (exp. 128: on the H100 a graph saved ~5 µs of host and cost ~0.5% of GPU time)."""
