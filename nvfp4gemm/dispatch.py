@@ -186,7 +186,7 @@ class _Entry:
     """One validated input signature: its problem, shape, device, plan and launch templates;
     `used` picks the tensors the kernel reads or writes from the flattened input, and `guard`
     (over those), `sizes` and `n_flat` are the fast check of a later input (`_entry_of`)."""
-    __slots__ = ("problem", "shape", "device", "cfg", "ck", "mod", "used", "templated", "templates",
+    __slots__ = ("problem", "shape", "device", "cfg", "ck", "mod", "used", "pick", "templated", "templates",
                  "guard", "sizes", "n_flat")
 
 
@@ -200,6 +200,13 @@ def _validated(problem, data, flat, sig) -> _Entry:
     used_ids = {id(t) for _name, t in used}
     idx = [i for i, t in enumerate(flat) if id(t) in used_ids]
     e.used = itemgetter(*idx) if len(idx) > 1 else (lambda f, i=idx[0]: (f[i],))
+    # the used tensors straight from the input, without flattening it (`_entry_of`'s hit path):
+    # dual, the input is its own flattening; grouped, the groups' (a, b, c) then permuted scales
+    pick = e.used if problem == "dual" else _pick_group
+    try:
+        e.pick = pick if all(map(_is, pick(data), e.used(flat))) and len(pick(data)) == len(idx) else None
+    except Exception:  # noqa: BLE001  (an input this shape of pick does not fit: no hit path)
+        e.pick = None
     e.templated = hasattr(mod, "DATA_SLOTS") or hasattr(mod, "pointer_args")  # (else: arguments per call)
     e.templates = {}
     e.guard, e.sizes, e.n_flat = None, sig[2] if sig is not None else None, len(flat)
@@ -318,6 +325,8 @@ class _Template:
                 self.bound.move_to_end(ptrs)
                 self._point(t)
         elif self.slots is not None:
+            if flat is None:
+                flat = _flatten(data)[1]
             for ptr, di in self.slots:
                 ptr._desc.value = flat[di].data_ptr()
         else:
@@ -427,7 +436,7 @@ class _OwnedStream:
         _GRAVEYARD.append((_cu.cuStreamDestroy, self.stream))
 
 
-_LAST: OrderedDict = OrderedDict()  # id(data) -> (weak refs to its tensors, sizes, _Entry, used addresses)
+_LAST: OrderedDict = OrderedDict()  # id(data) -> (weak refs to its used tensors, sizes, _Entry, used addresses)
 # gpu-mode's ranked loops (eval_better_bench*.py) call 50 (dual) or 15 (grouped) inputs back to
 # back, the same objects every repeat: all of them must fit.
 LAST_ENTRIES = 64
@@ -453,11 +462,21 @@ def clear_caches() -> None:
 
 
 def _entry_of(data):
-    """(entry, tensors, addresses of the used tensors) of an input: the very same input object
-    with the very same (live) tensors and sizes as a recent call skips even the signature; else
-    the latest entry of the problem if its guard passes the tensors, else the signature's entry
-    (either way, alignment checked), else full validation."""
+    """(entry, flattened tensors or None, addresses of the used tensors) of an input: the very
+    same input object with the very same (live) used tensors and equal sizes as a recent call
+    skips even the flattening (flat None for a grouped input: nothing downstream reads it;
+    a dual input is its own); else the latest entry of the problem if its guard passes the
+    tensors, else the signature's entry (either way, alignment checked), else full
+    validation."""
     hit = _LAST.get(id(data))
+    if hit is not None:
+        refs, sizes, entry, ptrs = hit
+        try:
+            used = entry.pick(data)
+            if len(used) == len(refs) and all(map(_is, used, map(_deref, refs))) and (sizes is None or data[3] == sizes):
+                return entry, (data if sizes is None else None), ptrs
+        except Exception:  # noqa: BLE001  (no pick, or not the input it was: the full path below)
+            pass
     try:
         problem, flat, sizes = _flatten(data)
     except (TypeError, ValueError):  # not even nested sequences: full validation names the problem
@@ -467,9 +486,6 @@ def _entry_of(data):
         sizes_t = None if sizes is None else tuple(map(tuple, sizes))
     except TypeError:  # malformed sizes: full validation names them
         sizes_t = None
-        hit = None
-    if hit is not None and hit[1] == sizes_t and len(hit[0]) == len(flat) and all(map(_is, flat, map(_deref, hit[0]))):
-        return hit[2], flat, hit[3]
     entry = _RECENT.get(problem)
     used = entry.used(flat) if entry is not None and entry.sizes == sizes_t and entry.n_flat == len(flat) else None
     if used is None or not _guard_passes(entry, used):
@@ -486,13 +502,19 @@ def _entry_of(data):
             _RECENT[problem] = entry
         used = entry.used(flat)
     ptrs = _aligned_ptrs(entry, data, used)
-    try:
-        _LAST[id(data)] = (tuple(map(weakref.ref, flat)), sizes_t, entry, ptrs)
-    except TypeError:  # (an unused plain scale that is no tensor: not remembered)
-        return entry, flat, ptrs
-    if len(_LAST) > LAST_ENTRIES:
-        _LAST.popitem(last=False)
+    if entry.pick is not None:
+        try:  # (sizes kept as given, each size a copy: equal to the input's until it changes)
+            kept = None if sizes is None else type(sizes)([type(x)(x) for x in sizes])
+            _LAST[id(data)] = (tuple(map(weakref.ref, used)), kept, entry, ptrs)
+        except (TypeError, IndexError):  # (not remembered: a later call takes the full path)
+            return entry, flat, ptrs
+        if len(_LAST) > LAST_ENTRIES:
+            _LAST.popitem(last=False)
     return entry, flat, ptrs
+
+
+def _pick_group(data):
+    return (*chain.from_iterable(data[0]), *chain.from_iterable(data[2]))
 
 
 _deref = weakref.ref.__call__

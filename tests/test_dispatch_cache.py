@@ -233,6 +233,38 @@ def test_grouped_list_mutation_changes_signature(monkeypatch):
     assert calls["validate"] == 2
 
 
+def test_same_grouped_object_checks_its_used_tensors_only(monkeypatch):
+    """The same grouped input object again is recognised from its used tensors (a, b, c and the
+    permuted scales, by identity) and its sizes, without flattening it: a replaced plain scale,
+    which no kernel reads, keeps the fast path; a replaced used tensor or sizes changed in
+    place do not."""
+    calls = collections.Counter()
+    _cpu_dispatcher(monkeypatch, "validate_group", calls, lambda *a: calls.update(["launch"]),
+                    types.SimpleNamespace(runtime_args=lambda d, c, s: ()))
+    real = dispatch._guard_passes
+    monkeypatch.setattr(dispatch, "_guard_passes", lambda *a: (calls.update(["guard"]), real(*a))[1])
+    monkeypatch.setattr(dispatch, "_flatten", (lambda f: lambda d: (calls.update(["flatten"]), f(d))[1])(dispatch._flatten))
+    g = R.generate_input([40, 72], [128, 64], [256, 256], 2, 1, device="cpu")
+    dispatch.custom_kernel(g)
+    dispatch.custom_kernel(g)
+    assert calls == {"validate": 1, "flatten": 1, "launch": 2}
+    g[1][0] = tuple(t.clone() for t in g[1][0])  # group 0's plain scales: new tensors
+    dispatch.custom_kernel(g)
+    assert calls == {"validate": 1, "flatten": 1, "launch": 3}
+    g[2][1] = tuple(t.clone() for t in g[2][1])  # group 1's permuted scales: new tensors
+    dispatch.custom_kernel(g)
+    assert calls == {"validate": 1, "flatten": 2, "guard": 1, "launch": 4}
+    dispatch.custom_kernel(g)
+    assert calls["flatten"] == 2
+    g[3][0] = list(g[3][0])  # the same sizes as a list: not equal to the kept tuple, so the full path
+    dispatch.custom_kernel(g)
+    dispatch.custom_kernel(g)  # (kept as given now: a hit)
+    assert calls["flatten"] == 3 and calls["validate"] == 1
+    g[3][0][2] = 512  # sizes changed in place: the full path, which refuses them
+    with pytest.raises(InputError):
+        dispatch.custom_kernel(g)
+
+
 SLOT_CASES = [("sm90.dual_gemm", (256, 512, 1024, 1)), ("sm90.dual_skinny", (8, 512, 1024, 1)),
               ("sm90.dual_mixed", (256, 4096, 7168, 1)), ("sm90.dual_mixed", (512, 3072, 7168, 1)),
               ("sm90.dual_mixed", (384, 3072, 7168, 1)), ("sm100.dual_gemm", (256, 512, 1024, 1))]
