@@ -266,10 +266,11 @@ class _Template:
         self.stream = CUstream(handle)
         self.target = self.entry.mod.writer_target(data, self.entry.cfg, self.stream)
         self.keep.append(self.target.owner)
-        entries, self.entry_values = table_writer.entry_params(self.target.n)
+        n = table_writer.entries_for(len(self.entry.mod.table_entries(data, self.entry.cfg)), self.target.n)
+        entries, self.entry_values = table_writer.entry_params(n)
         self.writer_dst = table_writer.entry_ptr(self.target.dst, align=16)
         self.writer_dst.__c_pointers__()
-        self.writer = PackedLaunch(table_writer.compiled(ck.arch, ck.runnable, self.target.n),
+        self.writer = PackedLaunch(table_writer.compiled(ck.arch, ck.runnable, n, self.target.n),
                                    (self.writer_dst, entries, self.stream))
         self.bound = OrderedDict()  # used addresses -> the Target written with them
         self.last = None  # (the arguments point at no written table yet)

@@ -400,7 +400,7 @@ def _writer_env(monkeypatch, handle=0):
     def writer(dst, entries, stream):
         order.append(("writer", dst._desc.value, [e._desc.value or 0 for e in entries]))  # (c_void_p 0 reads None)
 
-    monkeypatch.setattr(table_writer, "compiled", lambda arch, runnable, n=table_writer.ENTRIES: writer)
+    monkeypatch.setattr(table_writer, "compiled", lambda arch, runnable, n=table_writer.ENTRIES, total=None: writer)
     monkeypatch.setattr(dispatch, "TABLE_WRITER", True)
     mod = types.SimpleNamespace(runtime_args=runtime_args, table_entries=gg.table_entries, writer_target=gg.writer_target,
                                 pointer_args=lambda *a, **k: pytest.fail("pointer_args used with the writer on"))
@@ -433,7 +433,8 @@ def test_table_writer_template(monkeypatch):
     tpl = _template()
     t_g, t_o = (tpl.bound[tuple(t.data_ptr() for t in tpl.entry.used(dispatch._flatten(d)[1]))] for d in (g, other))
     assert len({tpl.target.dst, t_g.dst, t_o.dst}) == 3 and t_g.dst == t_g.owner.data_ptr()
-    pad = [0] * (128 - 16)
+    pad = [0] * (32 - 16)  # (two groups' 16 entries: 32 parameters; the writer zeroes the other rows)
+    assert len(tpl.entry_values) == 32
     assert order == [("writer", t_g.dst, list(gg.table_entries(g)) + pad), ("main", t_g.dst), ("main", t_g.dst),
                      ("writer", t_o.dst, list(gg.table_entries(other)) + pad), ("main", t_o.dst),
                      ("main", t_g.dst), ("main", t_o.dst)]
@@ -584,6 +585,15 @@ def test_graphs_by_default_on_sm100a_only(monkeypatch):
     assert [o[0] for o in order] == ["writer", "main", "capture", "graph", "graph"]
 
 
+def test_table_writer_sizes():
+    """A writer covers its signature's entries rounded up to ENTRIES_STEP, never more than its
+    table."""
+    from nvfp4gemm import table_writer as tw
+
+    assert [tw.entries_for(u, 128) for u in (0, 1, 16, 32, 33, 64, 120, 128)] == [32, 32, 32, 32, 64, 64, 128, 128]
+    assert [tw.entries_for(u, 80) for u in (10, 40, 80)] == [32, 64, 80]
+
+
 def test_table_writer_entry_params_share_one_array():
     """The writer's entry parameters keep their C storage in one ctypes array, so one slice
     assignment rewrites what the packed launch passes (DSL 4.3.5's `_Pointer` internals)."""
@@ -597,8 +607,8 @@ def test_table_writer_entry_params_share_one_array():
 
 
 def test_table_writer_compiles():
-    """The writer kernel compiles for both archs (CPU, compile-only) into 128 64-bit global stores
-    of its 128 entry parameters."""
+    """The writer kernel compiles for both archs (CPU, compile-only) into one 64-bit global store
+    per table entry, taking a parameter for each of its first n entries only (zeros after)."""
     import glob
     import os
     import tempfile
@@ -607,11 +617,12 @@ def test_table_writer_compiles():
 
     from nvfp4gemm import table_writer
 
-    for arch, n in (("sm_90a", table_writer.ENTRIES), ("sm_100a", table_writer.ENTRIES), ("sm_100a", 80)):
+    for arch, n, total in (("sm_90a", table_writer.ENTRIES, None), ("sm_90a", 32, table_writer.ENTRIES),
+                           ("sm_100a", table_writer.ENTRIES, None), ("sm_100a", 64, 80)):
         with tempfile.TemporaryDirectory() as d:
-            cute.compile(table_writer.TableWriter(n), *table_writer.compile_args(n),
+            cute.compile(table_writer.TableWriter(n, total), *table_writer.compile_args(n),
                          options=f"--gpu-arch {arch} --keep-ptx --dump-dir {d}")
             (ptx,) = glob.glob(os.path.join(d, f"*.{arch}.ptx"))
             text = open(ptx).read()
-            assert text.count("st.global.u64") == n, arch
+            assert text.count("st.global.u64") == (total or n), arch
             assert text.count(".param .u64") == n + 1, arch

@@ -1036,6 +1036,13 @@ def test_table_writer_kernel_alone():
     launch()
     torch.cuda.synchronize()
     assert table.tolist() == want[::-1]
+    # a writer of 32 parameters zeroes the table's other rows (table_writer.entries_for)
+    entries, values = table_writer.entry_params(32)
+    values[:] = want[:32]
+    table.fill_(-1)
+    PackedLaunch(table_writer.compiled(arch, True, 32, table_writer.ENTRIES), (args[0], entries, args[2]))()
+    torch.cuda.synchronize()
+    assert table.tolist() == want[:32] + [0] * (table_writer.ENTRIES - 32)
 
 
 @pytest.fixture(params=[True, False], ids=["writer", "upload"])

@@ -266,7 +266,7 @@ def test_template_writes_rows_then_setup_then_main(monkeypatch):
     order = []
     monkeypatch.setattr(gg, "_launch_setup", lambda c, ws, st: None)  # (runtime_args' cached workspace)
     monkeypatch.setattr(gg, "_packed_setup", lambda c, ws, st: lambda: order.append(("setup", ws.buffer.data_ptr())))
-    monkeypatch.setattr(table_writer, "compiled", lambda arch, runnable, n: (
+    monkeypatch.setattr(table_writer, "compiled", lambda arch, runnable, n, total=None: (
         lambda dst, entries, stream: order.append(("writer", dst._desc.value, [e._desc.value or 0 for e in entries]))))
     main = lambda *args: order.append(("main", [a._desc.value for a in args[:4]]))  # noqa: E731
     monkeypatch.setattr(dispatch, "TABLE_WRITER", True)
@@ -294,7 +294,7 @@ def test_template_writes_rows_then_setup_then_main(monkeypatch):
         b = ws.buffer.data_ptr()
         return [b + gg.WS_DESC, b + gg.WS_PTRS, b + gg.WS_SHAPES, b + gg.WS_OFFSETS]
 
-    pad = [0] * (gg.MAX_GROUPS * gg.NUM_DESC - 10)
+    pad = [0] * (32 - 10)  # (two groups' 10 pointers: a 32-entry writer, table_writer.entries_for)
     assert order == [("writer", ws_args(ws_g)[1], list(gg.table_entries(g, cfg)) + pad), ("setup", ws_g.buffer.data_ptr()),
                      ("main", ws_args(ws_g)), ("main", ws_args(ws_g)),
                      ("writer", ws_args(ws_o)[1], list(gg.table_entries(other, cfg)) + pad), ("setup", ws_o.buffer.data_ptr()),

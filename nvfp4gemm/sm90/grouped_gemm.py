@@ -522,8 +522,8 @@ def pointer_table(dev, vals: tuple):
 
 def own_table_target(device):
     """A group table of a dispatcher template (argument 0 of the kernels that read one), which
-    nvfp4gemm/table_writer.py fills whole (every row, zero rows included) with `table_entries`
-    before the launches that read it."""
+    nvfp4gemm/table_writer.py fills whole (`table_entries`, zeros in every other row) before the
+    launches that read it."""
     import torch
 
     from nvfp4gemm import table_writer
