@@ -54,12 +54,15 @@ class TableWriter:
     def kernel(self, dst: cute.Pointer, entries: tuple):
         lane, _, _ = cute.arch.thread_idx()
         table = cute.make_tensor(dst, cute.make_layout((self.total,)))
-        for i in cutlass.range_constexpr(self.n):
-            if lane == i % 32:
-                table[i] = entries[i].toint()
-        for i in cutlass.range_constexpr(self.n, self.total):
-            if lane == i % 32:
-                table[i] = cutlass.Int64(0)
+        # one coalesced store per 32 entries, each lane picking its entry by selects: a store per
+        # entry (one lane each) cost ~0.2 us per store as a CUDA graph node on an H100 (exp. 130)
+        for j in cutlass.range_constexpr((self.total + 31) // 32):
+            v = cutlass.Int64(0)
+            for lane_i in cutlass.range_constexpr(min(32, self.n - 32 * j) if 32 * j < self.n else 0):
+                if lane == lane_i:
+                    v = entries[32 * j + lane_i].toint()
+            if 32 * j + lane < self.total:
+                table[32 * j + lane] = v
 
 
 def compile_args(n: int = ENTRIES, dst_addr: int = 1 << 20) -> tuple:
