@@ -3,15 +3,16 @@
 Why (notes/sm90.md exp. 122): a grouped call on new tensors needs a device table of the new
 addresses, and a 1 KB host-to-device copy costs the host ~20 us with the GPU idle but ~90 us
 while a kernel runs (the leaderboard's L2 flush runs then).  Kernel parameters travel with the
-launch instead: the 128 table entries (16 groups x 8 int64 fields) are pointer-typed parameters
-of this kernel, so the dispatcher's launch template rewrites them per call like any data
-address (`_Pointer._desc`), and the kernel stores them, stream-ordered before the main kernel
-that reads the table.  Captured in a CUDA graph, each replay writes its own values first.
+launch instead: the entries a signature uses (rounded up to ENTRIES_STEP) are pointer-typed
+parameters of this kernel, so the dispatcher's launch template rewrites them per call like any
+data address (`_Pointer._desc`), and the kernel stores them (zeros in the table's other rows),
+stream-ordered before the main kernel that reads the table.  Captured in a CUDA graph, each
+replay writes its own values first.
 
-The dispatcher's default since session 38 (`NVFP4_TABLE_WRITER=0` uploads tables instead):
+The dispatcher's default since session 38 (`NVFP4_TABLE_WRITER=0` uploads tables instead), for
+the sm_90a group table (128 entries) and the sm_100a descriptor workspace's pointer rows (80);
 run on H100s (tests/test_gpu_kernels.py, the `table_writer` tests and every grouped test through
-the dispatcher).  Arch-neutral (plain global stores); compiled for the GPU's arch; on sm_100a
-compiled only (the sm_100a grouped kernel's workspace does not use it yet).
+the dispatcher), compiled only for sm_100a.  Arch-neutral (plain global stores).
 """
 
 from __future__ import annotations
