@@ -407,7 +407,10 @@ _GRAVEYARD: list = []
 def _bury() -> None:
     while _GRAVEYARD:
         destroy, handle = _GRAVEYARD.pop()
-        destroy(handle)
+        try:
+            destroy(handle)
+        except Exception:  # noqa: BLE001  (a failed destroy leaks one handle; the call goes on)
+            pass
 
 
 class _Graph:

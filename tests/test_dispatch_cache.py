@@ -4,6 +4,7 @@ records the addresses each launch would pass."""
 
 import collections
 import ctypes
+import gc
 import types
 
 import pytest
@@ -471,6 +472,9 @@ def test_table_writer_in_capture(monkeypatch):
                                       ("main", t_g.dst), ("writer", t_o.dst), ("main", t_o.dst)]
 
 
+_REAL_CAPTURE = dispatch._Template._capture
+
+
 def _graph_env(monkeypatch, handle=0):
     """`_writer_env` with launches that look packed (so templates may capture) and a stand-in
     capture: ("capture", table argument) recorded, and its graph's launches recorded as
@@ -548,13 +552,76 @@ def test_graphs_off_and_not_in_a_callers_capture(monkeypatch):
     assert [o[0] for o in order] == ["writer", "main", "main", "main"]
 
 
+def _fake_driver(monkeypatch, order, end_error=0):
+    """dispatch's CUDA driver calls replaced by stand-ins that record what `_capture` and the
+    graph launches do (capture stream 999; `end_error` fails cuStreamEndCapture)."""
+    from cuda.bindings.driver import CUstream
+
+    real = dispatch._cu
+
+    def end(stream):
+        order.append(("end", int(stream)))
+        return end_error, "graph"
+
+    fake = types.SimpleNamespace(
+        CUstream_flags=real.CUstream_flags, CUstreamCaptureMode=real.CUstreamCaptureMode,
+        cuStreamCreate=lambda flags: (0, CUstream(999)),
+        cuStreamBeginCapture=lambda stream, mode: (order.append(("begin", int(stream), mode.name)), (0,))[1],
+        cuStreamEndCapture=end,
+        cuGraphInstantiate=lambda graph, flags: (0, "exe"),
+        cuGraphDestroy=lambda graph: order.append(("destroy", graph)),
+        cuGraphLaunch=lambda exe, stream: (order.append(("graph", exe, int(stream))), (0,))[1],
+        cuGraphExecDestroy=lambda exe: None, cuStreamDestroy=lambda stream: None)
+    monkeypatch.setattr(dispatch, "_cu", fake)
+
+
+def test_capture_switches_the_packed_stream_and_back(monkeypatch):
+    """The real `_capture` with a stand-in driver: the launch it captures reads the capture
+    stream through the packed stream argument (relaxed mode), the argument reads the caller's
+    stream again after it, and the graph is launched on the caller's stream; a failed capture
+    leaves the template launching plainly, on the caller's stream."""
+    order, _capturing, g, _other = _graph_env(monkeypatch, handle=0)
+    monkeypatch.setattr(dispatch._Template, "_capture", _REAL_CAPTURE)
+    main_calls = []
+
+    class Packed(dispatch.PackedLaunch):
+        def __init__(self, fn, args):
+            super().__init__(fn, args)
+            self.capi, self.packed = (lambda packed: (fn(*args), main_calls.append(int(args[-1])))), None
+
+    monkeypatch.setattr(dispatch, "PackedLaunch", Packed)
+    _fake_driver(monkeypatch, order)
+    for _ in range(3):
+        dispatch.custom_kernel(g)
+    tpl = _template()
+    assert [o[0] for o in order] == ["writer", "main", "begin", "main", "end", "destroy", "graph", "graph"]
+    assert order[2] == ("begin", 999, "CU_STREAM_CAPTURE_MODE_RELAXED") and order[6] == ("graph", "exe", 0)
+    assert main_calls[-2:] == [0, 999] and int(tpl.stream_arg) == 0  # (the writer's call first)
+    dispatch.clear_caches()
+    order.clear()
+    main_calls.clear()
+    _fake_driver(monkeypatch, order, end_error=1)
+    for _ in range(3):
+        dispatch.custom_kernel(g)
+    tpl = _template()
+    assert [o[0] for o in order] == ["writer", "main", "begin", "main", "end", "destroy", "main", "main"]
+    assert not tpl.graph_ok and not tpl.graphs and int(tpl.stream_arg) == 0 and main_calls[-2:] == [0, 0]
+    del tpl
+    dispatch.clear_caches()
+    gc.collect()  # (a template and its entry reference each other)
+    dispatch._bury()  # (the stand-in handles destroyed by the stand-in driver)
+    assert not dispatch._GRAVEYARD
+
+
 def test_graphs_are_destroyed_outside_captures(monkeypatch):
     """A dropped graph (or capture stream) is destroyed at the next eager call, never where it
     is dropped: a template evicted while the caller captures in torch's global mode must not
     destroy anything inside that capture (exp. 128: it invalidated the capture)."""
     order, capturing, g, _other = _graph_env(monkeypatch, handle=7)
     destroyed = []
-    monkeypatch.setattr(dispatch, "_cu", types.SimpleNamespace(cuGraphExecDestroy=destroyed.append))
+    monkeypatch.setattr(dispatch, "_GRAVEYARD", [])
+    monkeypatch.setattr(dispatch, "_cu", types.SimpleNamespace(cuGraphExecDestroy=destroyed.append,
+                                                                cuStreamDestroy=destroyed.append))
     dispatch.custom_kernel(g)
     x = dispatch._Graph("exe")
     del x
