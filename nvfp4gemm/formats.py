@@ -21,6 +21,10 @@ FP8 = torch.float8_e4m3fn
 SF_VEC = 16
 ATOM_MN, ATOM_K = 128, 4  # rows and scale columns of one permuted-layout atom
 E4M3_NAN = 0x7F  # e4m3fn has no inf; 0x7F / 0xFF are NaN: used to poison padding
+# (kernel argument, index in the dual 10-tuple (a, b1, b2, sfa, sfb1, sfb2, sfa_perm, sfb1_perm,
+# sfb2_perm, c)) of the dual kernels whose arguments start (a, b1, b2, sfa_perm, sfb1_perm,
+# sfb2_perm, c): a module's DATA_SLOTS, which the dispatcher's launch template rewrites per call
+DUAL_DATA_SLOTS = ((0, 0), (1, 1), (2, 2), (3, 6), (4, 7), (5, 8), (6, 9))
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -12,6 +12,7 @@ import torch
 
 import reference as R
 from nvfp4gemm import dispatch
+from nvfp4gemm.formats import DUAL_DATA_SLOTS
 from nvfp4gemm.validate import InputError
 
 
@@ -43,7 +44,7 @@ def fake_env(monkeypatch):
         return (*ptrs, make_ptr(cutlass.Float32, ws.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
                 Int32(data[0].shape[0]), stream)
 
-    mod = types.SimpleNamespace(DATA_SLOTS=((0, 0), (1, 1), (2, 2), (3, 6), (4, 7), (5, 8), (6, 9)),
+    mod = types.SimpleNamespace(DATA_SLOTS=DUAL_DATA_SLOTS,
                                 runtime_args=runtime_args)
     fn = lambda *args: launches.append(_pointers(args))  # noqa: E731  (no generate_execution_args: plain calls)
     _cpu_dispatcher(monkeypatch, "validate_dual", calls, fn, mod)

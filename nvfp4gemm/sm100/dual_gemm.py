@@ -37,6 +37,7 @@ from cutlass.pipeline import pipeline_init_wait
 import configs
 from configs import K_BLOCK, SF_VEC, KernelConfig
 from nvfp4gemm.epilogue import silu_mul
+from nvfp4gemm.formats import DUAL_DATA_SLOTS
 from nvfp4gemm.scheduler import TileInfoPipeline, linear_to_mnl
 from nvfp4gemm.sm100 import common
 from nvfp4gemm.sm100.common import Warp
@@ -624,10 +625,7 @@ def compile_args(config: KernelConfig, m: int, n: int, k: int, l: int) -> tuple:
     )
 
 
-# runtime_args positions that are data tensors' addresses, with the tensor's index in the
-# leaderboard 10-tuple (a, b1, b2, sfa, sfb1, sfb2, sfa_perm, sfb1_perm, sfb2_perm, c): the
-# dispatcher's launch template rewrites exactly these per call (dispatch._Template).
-DATA_SLOTS = ((0, 0), (1, 1), (2, 2), (3, 6), (4, 7), (5, 8), (6, 9))
+DATA_SLOTS = DUAL_DATA_SLOTS  # (what the dispatcher's launch template rewrites per call)
 
 
 def runtime_args(data, config: KernelConfig, stream=None, keep=None) -> tuple:

@@ -58,6 +58,7 @@ from configs import K_BLOCK, KernelConfig, dual_tiles
 from nvfp4gemm import scheduler
 from nvfp4gemm.cache import lru_lookup
 from nvfp4gemm.epilogue import silu_mul
+from nvfp4gemm.formats import DUAL_DATA_SLOTS
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90.common import SUB_K, Sm90Common, sm_count
 
@@ -522,10 +523,7 @@ def split_args(config: KernelConfig, m: int, n: int, k: int, l: int, c):
     return lru_lookup(_SPLIT_CACHE, key, build, 64)[0]
 
 
-# runtime_args positions that are data tensors' addresses, with the tensor's index in the
-# leaderboard 10-tuple (a, b1, b2, sfa, sfb1, sfb2, sfa_perm, sfb1_perm, sfb2_perm, c): the
-# dispatcher's launch template rewrites exactly these per call (dispatch._Template).
-DATA_SLOTS = ((0, 0), (1, 1), (2, 2), (3, 6), (4, 7), (5, 8), (6, 9))
+DATA_SLOTS = DUAL_DATA_SLOTS  # (what the dispatcher's launch template rewrites per call)
 
 
 def runtime_args(data, config: KernelConfig, stream, keep=None) -> tuple:

@@ -24,6 +24,7 @@ from cutlass import Float32, Int32
 
 from configs import KernelConfig, sm90_smem_bytes
 from nvfp4gemm.epilogue import silu_mul
+from nvfp4gemm.formats import DUAL_DATA_SLOTS
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90.skinny import Sm90SkinnyCore
 
@@ -110,10 +111,7 @@ def compile_args(config: KernelConfig, m: int, n: int, k: int, l: int) -> tuple:
             Int32(m), Int32(n), Int32(k), Int32(l), make_fake_stream())
 
 
-# runtime_args positions that are data tensors' addresses, with the tensor's index in the
-# leaderboard 10-tuple (a, b1, b2, sfa, sfb1, sfb2, sfa_perm, sfb1_perm, sfb2_perm, c): the
-# dispatcher's launch template rewrites exactly these per call (dispatch._Template).
-DATA_SLOTS = ((0, 0), (1, 1), (2, 2), (3, 6), (4, 7), (5, 8), (6, 9))
+DATA_SLOTS = DUAL_DATA_SLOTS  # (what the dispatcher's launch template rewrites per call)
 
 
 def runtime_args(data, config: KernelConfig, stream, keep=None) -> tuple:

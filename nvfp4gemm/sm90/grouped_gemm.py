@@ -509,15 +509,11 @@ def pointer_table(dev, vals: tuple):
     """The group table of one set of addresses (`table_entries`, zero-padded to MAX_GROUPS rows,
     int64) as a device tensor, cached by its entries: the per-call part of a dispatcher launch
     template, whose other tables depend on the sizes only.  Same layout as `launch_tables`' meta."""
-    key = vals + (dev.index,)
-    hit = _METAS.get(key)
-    if hit is not None:
-        _METAS.move_to_end(key)
-        return hit
     import torch
 
     pad = (0,) * (MAX_GROUPS * META_FIELDS - len(vals))
-    return lru_lookup(_METAS, key, lambda: device_tables(dev, (vals + pad, torch.int64))[0], META_ENTRIES)[0]
+    return lru_lookup(_METAS, vals + (dev.index,), lambda: device_tables(dev, (vals + pad, torch.int64))[0],
+                      META_ENTRIES)[0]
 
 
 def own_table_target(device):
