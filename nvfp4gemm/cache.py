@@ -2,9 +2,11 @@
 
 `dispatch.custom_kernel` launches every input of one signature through a launch template that
 holds the workspaces and tables its packed arguments point into (`keep`), so evicting an entry
-here never frees a live template's buffers.  A launch captured in a CUDA graph points into them
-too, and outlives its template only as long as these caches keep the entry: `lru_lookup` evicts
-least recently looked-up entries first and refuses caches of fewer than MIN_ENTRIES entries.
+here never frees a live template's buffers.  A template that a caller's CUDA-graph capture
+launched through is kept for the life of the process (`dispatch._PINNED`, exp. 131: before, a
+caller's graph outlived its template only as long as these caches kept the entry, and a replay
+after both had dropped it wrote into freed memory).  `lru_lookup` evicts least recently
+looked-up entries first and refuses caches of fewer than MIN_ENTRIES entries.
 (Session 36 found the sm_90a caches clearing themselves whole when full: the 17th new dual
 output freed the A16 buffers that a launch kept by the dispatcher of that time still pointed
 into, and a replay of it would have written there.)

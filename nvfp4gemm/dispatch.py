@@ -281,11 +281,13 @@ class _Template:
 
     def __call__(self, data, flat, ptrs):
         if self.capturable and _capturing():  # (someone captures this call: no graph of ours)
+            _pin(self)  # (the caller's graph points into this template's buffers from now on)
             if self.writer is not None:
                 self._write(data, self.target)
                 self.last = None  # (the arguments point at the template's own table now)
             else:
                 self._point_at(data, flat, ptrs)
+                _pin(self.owner)  # (pointer_args' table: the module's cache would drop it)
             self.launch()
             return
         if _GRAVEYARD:
@@ -390,6 +392,20 @@ class _Template:
 
 def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+# What a caller's CUDA graph of a call points into -- the launch template (its workspaces, its
+# own group table), an uploaded table -- kept for the life of the process: the caller may replay
+# its graph long after the dispatcher dropped the template (TEMPLATE_ENTRIES) and the modules'
+# caches their buffers, and would then write into memory that is someone else's (exp. 131: a
+# server captures one graph per batch size, more than TEMPLATE_ENTRIES of them).  We cannot
+# know when the caller destroys its graph; torch keeps a capture's own allocations as long.
+_PINNED: dict = {}  # id -> object
+
+
+def _pin(obj) -> None:
+    if obj is not None:
+        _PINNED.setdefault(id(obj), obj)
 
 
 def _check(res) -> None:
@@ -561,5 +577,10 @@ def custom_kernel(data):
             _TEMPLATES.move_to_end(key)
         tpl(data, flat, ptrs)
     else:  # arguments built on every call
-        PackedLaunch(entry.ck.fn, entry.mod.runtime_args(data, entry.cfg, CUstream(handle)))()
+        if _capturing():  # (the workspaces the caller's graph points into are kept: `_PINNED`)
+            keep = []
+            PackedLaunch(entry.ck.fn, entry.mod.runtime_args(data, entry.cfg, CUstream(handle), keep=keep))()
+            _pin(keep)
+        else:
+            PackedLaunch(entry.ck.fn, entry.mod.runtime_args(data, entry.cfg, CUstream(handle)))()
     return data[-1] if entry.problem == "dual" else [grp[2] for grp in data[0]]

@@ -473,6 +473,58 @@ def test_table_writer_in_capture(monkeypatch):
                                       ("main", t_g.dst), ("writer", t_o.dst), ("main", t_o.dst)]
 
 
+def test_a_captured_template_outlives_eviction(monkeypatch):
+    """A template that a caller's CUDA-graph capture launched through is kept, with what its
+    arguments point into (its own table and workspaces), after the dispatcher drops it: the
+    caller's graph still points there (exp. 131).  A template no capture used is freed."""
+    import weakref
+
+    monkeypatch.setattr(dispatch, "_PINNED", {})
+    order, capturing, g, _other, _gg = _writer_env(monkeypatch, handle=7)
+    dispatch.custom_kernel(g)
+    eager = weakref.ref(_template())
+    dispatch.clear_caches()
+    gc.collect()
+    assert eager() is None, "a template no capture used is kept"
+    capturing[0] = True
+    dispatch.custom_kernel(g)
+    capturing[0] = False
+    tpl = _template()
+    captured, table = weakref.ref(tpl), tpl.target.owner
+    assert [o[:2] for o in order[-2:]] == [("writer", tpl.target.dst), ("main", tpl.target.dst)]
+    del tpl
+    dispatch.clear_caches()
+    gc.collect()
+    assert captured() is not None and any(t is table for t in captured().keep)
+
+
+def test_a_captured_uploaded_table_is_kept(monkeypatch):
+    """With uploaded tables (NVFP4_TABLE_WRITER=0) a captured launch points into `pointer_args`'
+    buffer, which the module's cache may drop: it is kept (exp. 131)."""
+    monkeypatch.setattr(dispatch, "_PINNED", {})
+    order, capturing, g, other, _gg = _writer_env(monkeypatch, handle=7)
+    monkeypatch.setattr(dispatch, "TABLE_WRITER", False)
+    owners = []
+
+    def pointer_args(data, cfg, stream_handle=None):
+        owners.append(torch.empty(16, dtype=torch.int64))
+        return [(0, owners[-1].data_ptr())], owners[-1]
+
+    monkeypatch.setattr(_template_mod(), "pointer_args", pointer_args)
+    dispatch.custom_kernel(g)
+    dispatch.custom_kernel(other)  # (eager: pointed at a table of its own)
+    capturing[0] = True
+    dispatch.custom_kernel(g)
+    capturing[0] = False
+    assert len(owners) == 2 and order[-1] == ("main", owners[-1].data_ptr())
+    assert any(v is owners[-1] for v in dispatch._PINNED.values())
+    assert not any(v is owners[0] for v in dispatch._PINNED.values())
+
+
+def _template_mod():
+    return next(iter(dispatch._SIGS.values())).mod if dispatch._SIGS else dispatch.plan("group", None, None)[3]
+
+
 _REAL_CAPTURE = dispatch._Template._capture
 
 

@@ -174,6 +174,75 @@ def test_cuda_graph_replay(problem):
                 custom_kernel(fresh)
 
 
+def _canaries_over_free_blocks() -> list:
+    """Zero-filled tensors over the CUDA caching allocator's free blocks (allocated until one
+    would need new memory, largest first): memory a dropped workspace gave back is now one of
+    them, so a later write there shows.  (Zeros: a stale split-K flag read back as zero cannot
+    hang a kernel.)"""
+    out = []
+    for size in (1 << 24, 1 << 22, 1 << 20, 1 << 18, 1 << 16, 1 << 14, 1 << 12, 1 << 10):
+        while True:
+            before = torch.cuda.memory_reserved()
+            t = torch.zeros(size, dtype=torch.uint8, device="cuda")
+            if torch.cuda.memory_reserved() > before:
+                break  # (new memory: no free block of this size left)
+            out.append(t)
+    return out
+
+
+@pytest.mark.parametrize("problem, shape", [
+    ("dual", (256, 512, 1024, 1)),  # split-K workspace and counters
+    ("dual", (256, 3072, 4096, 1)),  # mixed kernel: A16 buffer (pre-pass), pairs
+    ("group", ([40, 200], [512, 512], [1024, 1024])),  # group table, split-K workspace
+    ("group", ([192, 320], [3072, 3072], [4096, 4096])),  # mixed kernel: A16 buffer, stream-K
+], ids=str)
+def test_cuda_graph_outlives_its_template(problem, shape, monkeypatch):
+    """A caller's CUDA graph of a call replays correctly, and writes nowhere else, after the
+    dispatcher has dropped that call's launch template and the kernel modules' caches their
+    workspaces (a server captures one graph per batch size, more than TEMPLATE_ENTRIES of
+    them): what a capture points into is kept (exp. 131)."""
+    import gc
+    import sys
+    from collections import OrderedDict
+
+    from nvfp4gemm import dispatch
+
+    monkeypatch.setattr(dispatch, "TEMPLATE_ENTRIES", 1)
+    if problem == "dual":
+        data = R.generate_input(*shape, 5151, device="cuda")
+        other = R.generate_input(128, 512, 1024, 1, 5152, device="cuda")
+        outs = [data[-1]]
+    else:
+        data = R.generate_input(*shape, len(shape[0]), 5151, device="cuda")
+        other = R.generate_input([64, 72], [512, 512], [1024, 1024], 2, 5152, device="cuda")
+        outs = [c for _, _, c in data[0]]
+    dispatch.custom_kernel(data)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        dispatch.custom_kernel(data)
+    captured = next(reversed(dispatch._TEMPLATES))  # (the capture stream's template)
+    dispatch.custom_kernel(other)  # (another signature: the captured call's template is dropped)
+    torch.cuda.synchronize()
+    assert captured not in dispatch._TEMPLATES
+    for name, mod in list(sys.modules.items()):  # (and every module cache its buffers)
+        if name.startswith(("nvfp4gemm.sm90.", "nvfp4gemm.sm100.")):
+            for v in vars(mod).values():
+                if isinstance(v, OrderedDict):
+                    v.clear()
+    gc.collect()  # (a template and its entry reference each other)
+    canaries = _canaries_over_free_blocks()
+    for c in outs:
+        c.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert not any(torch.isnan(c).any() for c in outs), "graph replay left outputs unwritten"
+    ok, msg = R.check_implementation(data, outs[0] if problem == "dual" else outs)
+    assert ok, msg
+    assert canaries and not bool(torch.stack([t.any() for t in canaries]).any()), \
+        "the graph wrote into memory its dropped template had given back"
+
+
 def test_dual_poisoned_padding():
     """Scale padding filled with NaN must never reach C."""
     data = R.generate_input(256, 384, 512, 1, 7, device="cuda", poison_padding=True)
