@@ -453,10 +453,13 @@ def test_table_writer_bound_tables_are_bounded(monkeypatch):
 
 
 def test_table_writer_in_capture(monkeypatch):
-    """Captured launches write the template's own table every time (a replay writes its rows
-    first); eager calls never read that table, so after captures and replays an eager call at
-    known addresses still launches the main kernel alone, on its own table.  (On the default
-    stream, handle 0, torch never captures: no capture check there -- `_writer_env`.)"""
+    """A captured launch at addresses an eager call has written a table for reads that table
+    (kept for the caller's graph: no writer node, exp. 132); at new addresses it writes the
+    template's own table every time (a replay writes its rows first).  Eager calls never read the
+    template's own table, so after captures an eager call at known addresses still launches the
+    main kernel alone, on its own table.  (On the default stream, handle 0, torch never
+    captures: no capture check there -- `_writer_env`.)"""
+    monkeypatch.setattr(dispatch, "_PINNED", {})
     order, capturing, g, other, _gg = _writer_env(monkeypatch, handle=7)
     dispatch.custom_kernel(g)
     capturing[0] = True
@@ -469,8 +472,26 @@ def test_table_writer_in_capture(monkeypatch):
     own = tpl.target.dst
     t_g, t_o = (tpl.bound[tuple(t.data_ptr() for t in tpl.entry.used(dispatch._flatten(d)[1]))] for d in (g, other))
     assert [o[:2] for o in order] == [("writer", t_g.dst), ("main", t_g.dst),
-                                      ("writer", own), ("main", own), ("writer", own), ("main", own),
+                                      ("main", t_g.dst), ("writer", own), ("main", own),
                                       ("main", t_g.dst), ("writer", t_o.dst), ("main", t_o.dst)]
+    assert any(v is t_g for v in dispatch._PINNED.values()) and not any(v is t_o for v in dispatch._PINNED.values())
+
+
+def test_capture_reads_a_table_written_on_another_stream(monkeypatch):
+    """torch captures on a side stream, whose template is not the eager call's: the table the
+    eager call's template wrote for these addresses is found there (same signature, same
+    layout) and read by the captured launch (exp. 132)."""
+    order, capturing, g, _other, _gg = _writer_env(monkeypatch, handle=7)
+    dispatch.custom_kernel(g)
+    eager = _template()
+    handles = iter([8])
+    monkeypatch.setattr(dispatch, "_stream_handle", lambda device: next(handles, 8))
+    capturing[0] = True
+    dispatch.custom_kernel(g)
+    capturing[0] = False
+    t_g = _table_of(eager, g)
+    assert len(next(iter(dispatch._SIGS.values())).templates) == 2
+    assert [o[:2] for o in order] == [("writer", t_g), ("main", t_g), ("main", t_g)]
 
 
 def test_a_captured_template_outlives_eviction(monkeypatch):
@@ -587,15 +608,15 @@ def test_graphs_are_dropped_with_their_tables(monkeypatch):
 
 def test_graphs_off_and_not_in_a_callers_capture(monkeypatch):
     """NVFP4_GRAPHS=0 (GRAPHS False): no captures.  A call that is itself being captured
-    launches plainly (on the template's own table), even where a graph exists."""
+    launches plainly (on the table its eager calls wrote), even where a graph exists."""
     order, capturing, g, _other = _graph_env(monkeypatch, handle=7)
     for _ in range(3):
         dispatch.custom_kernel(g)
     capturing[0] = True
     dispatch.custom_kernel(g)
     tpl = _template()
-    assert [o[0] for o in order] == ["writer", "main", "capture", "graph", "graph", "writer", "main"]
-    assert order[-1][1] == tpl.target.dst
+    assert [o[0] for o in order] == ["writer", "main", "capture", "graph", "graph", "main"]
+    assert order[-1][1] == _table_of(tpl, g)  # (its eager table: exp. 132)
     monkeypatch.setattr(dispatch, "GRAPHS", False)
     dispatch.clear_caches()
     order.clear()

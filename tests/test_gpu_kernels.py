@@ -1148,8 +1148,9 @@ def test_table_writer_or_upload(table_writer, problem, shape):
 
 
 def test_table_writer_graph(table_writer):
-    """Each captured launch points at its own table: with the writer each replay writes it first,
-    with uploads each address set has its own.  Two graphs captured on one stream (one template)
+    """Each captured launch points at a table of its input: with the writer, an address set an
+    eager call has seen reads the table that call wrote (exp. 132) and a new one has each replay
+    write the template's own table first; with uploads each address set has its own.  Two graphs captured on one stream (one template)
     with different inputs -- the second never seen before (with uploads: refused in capture, so
     it is called once eagerly first) -- replay correctly in any order, with eager calls on other
     tensors between."""
