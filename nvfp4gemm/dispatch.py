@@ -581,6 +581,22 @@ def _aligned_ptrs(entry, data, used) -> tuple:
 
 def custom_kernel(data):
     entry, flat, ptrs = _entry_of(data)
+    index = entry.device.index
+    if index is not None and index != _current_device():
+        # the DSL launches (and captures, and the templates allocate) in the current device's
+        # context: on another device's tensors a kernel wrote nothing and the next call faulted
+        # (exp. 133, two H100s); torch's own ops switch devices the same way
+        with torch.cuda.device(index):
+            _launch(entry, data, flat, ptrs)
+    else:
+        _launch(entry, data, flat, ptrs)
+    return data[-1] if entry.problem == "dual" else [grp[2] for grp in data[0]]
+
+
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+
+
+def _launch(entry, data, flat, ptrs) -> None:
     handle = _stream_handle(entry.device)
     if entry.templated:
         tpl = entry.templates.get(handle)
@@ -601,4 +617,3 @@ def custom_kernel(data):
             _pin(keep)
         else:
             PackedLaunch(entry.ck.fn, entry.mod.runtime_args(data, entry.cfg, CUstream(handle)))()
-    return data[-1] if entry.problem == "dual" else [grp[2] for grp in data[0]]

@@ -243,6 +243,46 @@ def test_cuda_graph_outlives_its_template(problem, shape, monkeypatch):
         "the graph wrote into memory its dropped template had given back"
 
 
+@pytest.mark.parametrize("problem", ["dual", "group"])
+def test_tensors_on_another_device(problem):
+    """A process using two GPUs: calls on tensors of the GPU that is not the current one run
+    there, correct, and leave the current device as it was; calls on the current GPU before
+    and after them, and on GPU 0 from under a device guard for GPU 1, are correct too (exp.
+    133: before, such a call launched in the current device's context -- its C was left
+    unwritten and the next call hit an illegal address)."""
+    from nvfp4gemm.dispatch import custom_kernel
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA GPUs")
+    if torch.cuda.get_device_capability(0) != torch.cuda.get_device_capability(1):
+        pytest.skip("needs two GPUs of one kind")
+
+    def call(dev, seed):
+        if problem == "dual":
+            data = R.generate_input(256, 512, 1024, 1, seed, device=dev)
+            outs = [data[-1]]
+        else:
+            data = R.generate_input([40, 200], [512, 512], [1024, 1024], 2, seed, device=dev)
+            outs = [c for _, _, c in data[0]]
+        for c in outs:
+            c.fill_(float("nan"))
+        before = torch.cuda.current_device()
+        out = custom_kernel(data)
+        assert torch.cuda.current_device() == before
+        torch.cuda.synchronize(dev)
+        assert not any(torch.isnan(c).any() for c in outs), f"{dev}: output not fully written"
+        ok, msg = R.check_implementation(data, out)
+        assert ok, f"{dev}: {msg}"
+
+    assert torch.cuda.current_device() == 0
+    for dev, seed in (("cuda:0", 61), ("cuda:1", 62), ("cuda:1", 63), ("cuda:0", 64)):
+        call(dev, seed)
+    with torch.cuda.device(1):
+        call("cuda:0", 65)
+        call("cuda:1", 66)
+    torch.cuda.synchronize(0)
+
+
 def test_dual_poisoned_padding():
     """Scale padding filled with NaN must never reach C."""
     data = R.generate_input(256, 384, 512, 1, 7, device="cuda", poison_padding=True)
