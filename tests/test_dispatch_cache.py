@@ -84,6 +84,45 @@ def test_fresh_tensors_reuse_the_template(monkeypatch):
     assert launches == [_expected(x, ws) for x in [d] + clones + [d]]
 
 
+def test_threads_do_not_mix_their_addresses(monkeypatch):
+    """Two threads calling one signature on one stream share its launch template: each launch
+    must carry its own call's addresses (exp. 134: a thread switch between one call's address
+    rewrite and its launch let another call's rewrite in; `dispatch._LOCK`)."""
+    import threading
+    import time
+
+    _calls, _launches, ws = fake_env(monkeypatch)
+    seen = []
+    fn = lambda *args: seen.append((threading.get_ident(), _pointers(args)))  # noqa: E731
+    mod = dispatch.plan(None, None, None)[3]
+    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device: ("sm_90a", None, types.SimpleNamespace(fn=fn), mod))
+    point_at = dispatch._Template._point_at
+
+    def slow_point_at(self, *a):  # (a thread switch right after the rewrite)
+        point_at(self, *a)
+        time.sleep(0.001)
+
+    monkeypatch.setattr(dispatch._Template, "_point_at", slow_point_at)
+    d = R.generate_input(128, 64, 256, 1, 1, device="cpu")
+    dispatch.custom_kernel(d)
+    inputs = {k: [tuple(t.clone() for t in d) for _ in range(6)] for k in range(2)}
+    done = {}
+
+    def worker(k):
+        for x in inputs[k]:
+            dispatch.custom_kernel(x)
+        done[k] = threading.get_ident()
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(2):
+        mine = [p for ident, p in seen if ident == done[k]]
+        assert mine == [_expected(x, ws) for x in inputs[k]], f"thread {k} launched another call's addresses"
+
+
 def test_new_signature_is_validated_in_full(monkeypatch):
     """Anything validation looks at -- a dtype, a stride, a shape, the problem sizes -- changes the
     signature, so bad input never rides on a validated one."""
