@@ -14,22 +14,44 @@ into, and a replay of it would have written there.)
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
+from contextlib import contextmanager
 
 MIN_ENTRIES = 8  # the floor of every cache's size (module doc)
+
+_PRIVATE = threading.local()  # .depth > 0: lookups build private values (`private_buffers`)
+
+
+@contextmanager
+def private_buffers():
+    """Inside: every `lru_lookup` builds a new value (which then replaces the cached one).  An
+    eager launch template's workspaces must be its own: two templates of one signature on two
+    streams, built from inputs with the same output address (the same input, or a freed output's
+    address reused by the allocator), were handed the same cached A16 buffer, split-K partials
+    and counters, and would race when their streams overlap (exp. 135).  The cache still holds
+    the latest value, which a template made inside a caller's CUDA-graph capture reuses (it may
+    not upload tables there)."""
+    _PRIVATE.depth = getattr(_PRIVATE, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _PRIVATE.depth -= 1
 
 
 def lru_lookup(cache: OrderedDict, key, build, max_entries: int) -> tuple[object, bool]:
     """(value, built): the cached value of `key`, else `build()` cached; least recently looked-up
-    entries are dropped beyond `max_entries` (>= MIN_ENTRIES, see the module doc)."""
+    entries are dropped beyond `max_entries` (>= MIN_ENTRIES, see the module doc); inside
+    `private_buffers`, always a new `build()`."""
     if max_entries < MIN_ENTRIES:
         raise ValueError(f"a cache of {max_entries} entries could drop buffers a captured launch "
                          f"points into (at least {MIN_ENTRIES}: nvfp4gemm/cache.py)")
-    hit = cache.get(key)
+    hit = None if getattr(_PRIVATE, "depth", 0) else cache.get(key)
     if hit is not None:
         cache.move_to_end(key)
         return hit, False
     hit = cache[key] = build()
+    cache.move_to_end(key)
     while len(cache) > max_entries:
         cache.popitem(last=False)
     return hit, True

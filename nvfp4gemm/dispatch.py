@@ -50,6 +50,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
+from contextlib import nullcontext
 from functools import reduce
 from itertools import chain
 from operator import is_ as _is
@@ -61,7 +62,7 @@ from cuda.bindings.driver import CUstream
 
 from configs import select_config
 from nvfp4gemm import harness
-from nvfp4gemm.cache import lru_lookup
+from nvfp4gemm.cache import lru_lookup, private_buffers
 from nvfp4gemm.validate import InputError, arch_of_capability, validate_device, validate_dual, validate_group
 
 _PLANS: OrderedDict = OrderedDict()  # (problem, shape, device) -> plan()
@@ -231,7 +232,11 @@ class _Template:
         self.entry = entry
         mod = entry.mod
         self.keep = []
-        self.args = mod.runtime_args(data, entry.cfg, CUstream(handle), keep=self.keep)
+        self.capturable = handle != 0  # (torch never captures on the default stream, handle 0)
+        # workspaces of its own (exp. 135), except inside a caller's capture, where the latest
+        # eager template's are reused: building would upload tables, which a capture may not
+        with nullcontext() if self.capturable and _capturing() else private_buffers():
+            self.args = mod.runtime_args(data, entry.cfg, CUstream(handle), keep=self.keep)
         for a in self.args:  # each pointer's C storage (`_desc`), which the packed array points at
             if isinstance(a, _Pointer):
                 a.__c_pointers__()
@@ -242,7 +247,6 @@ class _Template:
         self.last = ptrs  # the used tensors' addresses the arguments hold now
         self.owner = None  # pointer_args' buffer the arguments point into now (besides `keep`)
         self.writer = None
-        self.capturable = handle != 0  # (torch never captures on the default stream, handle 0)
         if self.slots is None and TABLE_WRITER and hasattr(mod, "writer_target"):
             self._init_writer(data, handle)
         # graphs where the arguments' targets live as long as the graph (data slots, written

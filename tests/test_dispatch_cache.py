@@ -123,6 +123,44 @@ def test_threads_do_not_mix_their_addresses(monkeypatch):
         assert mine == [_expected(x, ws) for x in inputs[k]], f"thread {k} launched another call's addresses"
 
 
+def test_templates_on_two_streams_own_their_workspaces(monkeypatch):
+    """Two streams' templates of one signature, made from the same input, get workspaces of
+    their own from a module cache keyed by the output's address (exp. 135: they were handed
+    the same buffer); a template made inside a caller's capture, which may not build (upload)
+    tables, reuses the latest one."""
+    from cutlass import Int32
+    from cutlass.cute.runtime import make_ptr
+    import cutlass
+    import cutlass.cute as cute
+
+    from nvfp4gemm.cache import lru_lookup
+
+    cache, launches, calls = collections.OrderedDict(), [], collections.Counter()
+
+    def runtime_args(data, cfg, stream, keep=None):
+        ws = lru_lookup(cache, data[9].data_ptr(), lambda: torch.empty(64), 8)[0]
+        if keep is not None:
+            keep.append(ws)
+        ptrs = [make_ptr(cutlass.Uint8, data[i].data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
+                for i in (0, 1, 2, 6, 7, 8, 9)]
+        return (*ptrs, make_ptr(cutlass.Float32, ws.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
+                Int32(data[0].shape[0]), stream)
+
+    mod = types.SimpleNamespace(DATA_SLOTS=DUAL_DATA_SLOTS, runtime_args=runtime_args)
+    _cpu_dispatcher(monkeypatch, "validate_dual", calls, lambda *args: launches.append(_pointers(args)[-1]), mod)
+    handle, capturing = [1], [False]
+    monkeypatch.setattr(dispatch, "_stream_handle", lambda device: handle[0])
+    monkeypatch.setattr(dispatch, "_capturing", lambda: capturing[0])
+    d = R.generate_input(128, 64, 256, 1, 1, device="cpu")
+    dispatch.custom_kernel(d)
+    handle[0] = 2
+    dispatch.custom_kernel(d)
+    handle[0], capturing[0] = 3, True
+    dispatch.custom_kernel(d)
+    assert launches[0] != launches[1], "two streams' templates share a workspace"
+    assert launches[2] == launches[1] == cache[d[9].data_ptr()].data_ptr()
+
+
 def test_new_signature_is_validated_in_full(monkeypatch):
     """Anything validation looks at -- a dtype, a stride, a shape, the problem sizes -- changes the
     signature, so bad input never rides on a validated one."""
