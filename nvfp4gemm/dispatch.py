@@ -37,6 +37,11 @@ calls").  Hence:
   descriptor encodes (exp. 128).  By default on sm_100a only (GRAPHS, NVFP4_GRAPHS).
 * A module with neither gets its arguments built on every call (the grouped mixed kernel when
   compiled with NVFP4_CTA_TRACE, whose table also holds the trace slot; test stand-ins).
+* A caller's own CUDA-graph capture of a call: the launch reads the table an eager call wrote
+  for those addresses (else a writer node writes the template's own), and everything the graph
+  points into is kept for the process's life (`_PINNED`, exps. 131-132).
+* Each template builds workspaces of its own (`cache.private_buffers`, exp. 135); calls take
+  turns on one lock (`_LOCK`, exp. 134) and run under the device their tensors are on (exp. 133).
 
 A first call of a signature costs ~50 µs (dual) to ~1 ms (8 groups) of Python plus, once per
 config, the compile; the first call of a new grouped shape also plans its schedule (~7 ms on CI's
