@@ -26,11 +26,6 @@ def fake_env(monkeypatch):
     """The dispatcher with a stand-in dual kernel module: DATA_SLOTS as the real dual kernels'
     (a, b1, b2, sfa_perm, sfb1_perm, sfb2_perm, c) plus one workspace pointer the template owns.
     Returns counters and the list of launches (each: the addresses passed)."""
-    from cutlass import Int32
-    from cutlass.cute.runtime import make_ptr
-    import cutlass
-    import cutlass.cute as cute
-
     calls = collections.Counter()
     launches = []
     ws = torch.empty(64)
@@ -39,16 +34,27 @@ def fake_env(monkeypatch):
         calls["runtime_args"] += 1
         if keep is not None:
             keep.append(ws)
-        ptrs = [make_ptr(cutlass.Uint8, data[i].data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
-                for i in (0, 1, 2, 6, 7, 8, 9)]
-        return (*ptrs, make_ptr(cutlass.Float32, ws.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
-                Int32(data[0].shape[0]), stream)
+        return _dual_args(data, ws, stream)
 
     mod = types.SimpleNamespace(DATA_SLOTS=DUAL_DATA_SLOTS,
                                 runtime_args=runtime_args)
     fn = lambda *args: launches.append(_pointers(args))  # noqa: E731  (no generate_execution_args: plain calls)
     _cpu_dispatcher(monkeypatch, "validate_dual", calls, fn, mod)
     return calls, launches, ws
+
+
+def _dual_args(data, ws, stream) -> tuple:
+    """A stand-in dual module's arguments: the DATA_SLOTS tensors' addresses (a, b1, b2, sfa_perm,
+    sfb1_perm, sfb2_perm, c), one workspace pointer, M, the stream."""
+    from cutlass import Int32
+    from cutlass.cute.runtime import make_ptr
+    import cutlass
+    import cutlass.cute as cute
+
+    ptrs = [make_ptr(cutlass.Uint8, data[i].data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
+            for i in (0, 1, 2, 6, 7, 8, 9)]
+    return (*ptrs, make_ptr(cutlass.Float32, ws.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
+            Int32(data[0].shape[0]), stream)
 
 
 def _cpu_dispatcher(monkeypatch, validator: str, calls, fn, mod):
@@ -128,11 +134,6 @@ def test_templates_on_two_streams_own_their_workspaces(monkeypatch):
     their own from a module cache keyed by the output's address (exp. 135: they were handed
     the same buffer); a template made inside a caller's capture, which may not build (upload)
     tables, reuses the latest one."""
-    from cutlass import Int32
-    from cutlass.cute.runtime import make_ptr
-    import cutlass
-    import cutlass.cute as cute
-
     from nvfp4gemm.cache import lru_lookup
 
     cache, launches, calls = collections.OrderedDict(), [], collections.Counter()
@@ -141,10 +142,7 @@ def test_templates_on_two_streams_own_their_workspaces(monkeypatch):
         ws = lru_lookup(cache, data[9].data_ptr(), lambda: torch.empty(64), 8)[0]
         if keep is not None:
             keep.append(ws)
-        ptrs = [make_ptr(cutlass.Uint8, data[i].data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
-                for i in (0, 1, 2, 6, 7, 8, 9)]
-        return (*ptrs, make_ptr(cutlass.Float32, ws.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
-                Int32(data[0].shape[0]), stream)
+        return _dual_args(data, ws, stream)
 
     mod = types.SimpleNamespace(DATA_SLOTS=DUAL_DATA_SLOTS, runtime_args=runtime_args)
     _cpu_dispatcher(monkeypatch, "validate_dual", calls, lambda *args: launches.append(_pointers(args)[-1]), mod)

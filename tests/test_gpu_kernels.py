@@ -133,6 +133,17 @@ def test_kept_launch_outlives_many_new_outputs():
     assert all(bool((t == 7.0).all()) for t in canary), "an earlier input's launch wrote into memory it no longer owns"
 
 
+def _replay_checked(graph, data, outs, problem):
+    """Replay `graph` into NaN-poisoned outputs `outs` of `data`: fully written and correct."""
+    for c in outs:
+        c.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert not any(torch.isnan(c).any() for c in outs), "graph replay left outputs unwritten"
+    ok, msg = R.check_implementation(data, outs[0] if problem == "dual" else outs)
+    assert ok, msg
+
+
 @pytest.mark.parametrize("problem", ["dual", "group"])
 def test_cuda_graph_replay(problem):
     """A call captured in a CUDA graph after a first eager call replays correctly into
@@ -159,13 +170,7 @@ def test_cuda_graph_replay(problem):
     torch.cuda.synchronize()
     ok, msg = R.check_implementation(other, out2)
     assert ok, f"eager call between capture and replay: {msg}"
-    for c in outs:
-        c.fill_(float("nan"))
-    g.replay()
-    torch.cuda.synchronize()
-    assert not any(torch.isnan(c).any() for c in outs), "graph replay left outputs unwritten"
-    ok, msg = R.check_implementation(data, outs[0] if problem == "dual" else outs)
-    assert ok, msg
+    _replay_checked(g, data, outs, problem)
     if problem == "group" and torch.cuda.get_device_capability()[0] == 9:
         fresh = R.generate_input([56, 72], [512, 512], [1024, 1024], 2, 4243, device="cuda")
         g2 = torch.cuda.CUDAGraph()
@@ -232,13 +237,7 @@ def test_cuda_graph_outlives_its_template(problem, shape, monkeypatch):
                     v.clear()
     gc.collect()  # (a template and its entry reference each other)
     canaries = _canaries_over_free_blocks()
-    for c in outs:
-        c.fill_(float("nan"))
-    g.replay()
-    torch.cuda.synchronize()
-    assert not any(torch.isnan(c).any() for c in outs), "graph replay left outputs unwritten"
-    ok, msg = R.check_implementation(data, outs[0] if problem == "dual" else outs)
-    assert ok, msg
+    _replay_checked(g, data, outs, problem)
     assert canaries and not bool(torch.stack([t.any() for t in canaries]).any()), \
         "the graph wrote into memory its dropped template had given back"
 
