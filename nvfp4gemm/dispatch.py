@@ -270,10 +270,12 @@ class _Template:
         and whose `after` launch, the setup kernel, builds the descriptors).  Eager calls bind
         each address set to a table of its own, written once (`bound`, least recently used
         dropped beyond BOUND_ENTRIES): the leaderboard's loops cycle through 15 or 50 inputs,
-        which then cost the main launch alone.  Captured launches write the template's own
-        table (`target`) every time, so each replay writes its rows first; no eager call reads
-        that table, so replays cannot change what an eager call reads.  (`runtime_args` has
-        still built and uploaded the first input's table, once per template, left unused.)"""
+        which then cost the main launch alone.  A captured launch reads the table an eager call
+        of the signature wrote for its addresses (`_bound_anywhere`, exp. 132), else writes the
+        template's own table (`target`) in the capture, so each replay writes its rows first; no
+        eager call reads that table, so replays cannot change what an eager call reads.  (The
+        first input's group table that `runtime_args` built is unused here: 1 KB of the upload
+        its schedule tables need anyway.)"""
         from nvfp4gemm import table_writer
 
         ck = self.entry.ck

@@ -26,9 +26,11 @@ import cutlass.cute as cute
 
 ENTRIES = 128  # MAX_GROUPS (16) x META_FIELDS (8) int64 of the sm_90a grouped kernels' table
 # A template's writer takes its signature's entries rounded up to this many parameters
-# (`entries_for`) and writes zeros to the rest of the table: in a CUDA graph each parameter of
-# the writer node cost ~0.2 us on an H100 (128: +24.5 us, 64: +10.5, 32: +2, pointer- or
-# Int64-typed alike), which a caller's graph of a grouped call paid on every replay (exp. 130).
+# (`entries_for`) and writes zeros to the rest of the table.  Why (exp. 130): in a CUDA graph the
+# writer node of one store per entry cost ~0.2 us per entry on an H100 (128: +24.5 us, 64:
+# +10.5, 32: +2).  Fewer parameters alone gained nothing -- the coalesced stores below were the
+# fix -- and whether the parameter count matters with them was not measured: this rounding is
+# kept as it ran, not because it was shown to help.
 ENTRIES_STEP = 32
 
 
