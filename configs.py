@@ -82,6 +82,10 @@ class KernelConfig:
     # (`form_parts`, `mixed_group_forms_plan`); () for one form.  mma_tile_mn is the first
     # form's tile
     forms: tuple = ()
+    # sm_90a grouped mixed-input kernel, one form, whole tiles: each CTA walks tiles t = its
+    # index, + the grid, ... in an order it computes from the group table's M_g (no host-made
+    # schedule), so one launch template serves every M_g (NVFP4_DYNAMIC_M callers)
+    device_schedule: bool = False
 
     @property
     def gemms(self) -> int:
@@ -103,6 +107,8 @@ class KernelConfig:
                 if self.problem == "dual" else {}
             mode = form.get(tuple(self.mma_tile_mn), "") + \
                 (" pairs" if self.cluster_mn == (2, 1) else " streamK" if self.split_k else "")
+            if self.device_schedule:
+                mode += " devsched"
             if self.forms:
                 return "mixed " + "+".join(f"{a}x{b}" for a, b in self.forms) + f" ab{self.ab_stages}" + mode
             return f"mixed {m}x{n} ab{self.ab_stages} a16x{mixed_a16_stages(self)}" + mode
@@ -292,11 +298,14 @@ def check_config(cfg: KernelConfig) -> list[str]:
     else:
         if cfg.a_prepass and cfg.problem == "group" and cfg != sm90_group_mixed(True) \
                 and not (tuple(cfg.mma_tile_mn) in GROUP_MIXED_TILES and cfg == sm90_group_mixed(tile=cfg.mma_tile_mn)) \
+                and not (tuple(cfg.mma_tile_mn) in DEVICE_SCHEDULE_TILES
+                         and cfg == sm90_group_mixed_dynamic(tile=cfg.mma_tile_mn)) \
                 and not (cfg.forms and cfg == sm90_group_mixed_forms(cfg.forms)):
             errs.append("a_prepass (mixed-input grouped kernel) needs tile (256, 128), swap_ab, ab_stages 2, "
                         "split_k, cluster (1, 1) (stream-K segments) or (2, 1) (split-K pairs); or another tile of "
                         "GROUP_MIXED_TILES (256 B rows x 64-128 A rows, 128 x 128-256, 192 x 128 on three consumer "
-                        "warpgroups), stream-K; or "
+                        "warpgroups), stream-K; or one of DEVICE_SCHEDULE_TILES with device_schedule (whole tiles, "
+                        "no split_k); or "
                         f"several forms side by side (forms: 2 to {MAX_FORMS} tiles of FORM_TILES in their order)")
         if cfg.forms and not (2 <= len(cfg.forms) <= MAX_FORMS and all(t in FORM_TILES for t in cfg.forms)
                               and list(cfg.forms) == sorted(set(cfg.forms), key=form_order)):
@@ -985,6 +994,21 @@ def sm90_group_mixed(pairs: bool = False, tile=(256, 128)) -> KernelConfig:
                         epi_tile_mn=(64, 32) if tile[0] == 192 else (128, 32 if tile[1] % 32 == 0 else 16),
                         rs_a=True, swap_ab=True,
                         a_prepass=True, ab_stages=2, split_k=True, cluster_mn=(2, 1) if pairs else (1, 1))
+
+
+# Tiles of the device-scheduled grouped mixed-input form (`sm90_group_mixed_dynamic`): those of
+# GROUP_MIXED_TILES on two consumer warpgroups (the three-warpgroup form's tiles start inside a
+# scale atom, which its host-made segments account for).
+DEVICE_SCHEDULE_TILES = frozenset(t for t in GROUP_MIXED_TILES if t[0] != 192)
+
+
+def sm90_group_mixed_dynamic(tile=(256, 128)) -> KernelConfig:
+    """The grouped mixed-input kernel with its schedule made on the device (exp. 136): one form,
+    whole tiles only (no stream-K: no split_k), each CTA walking tiles t = blockIdx, + gridDim,
+    ... in the order `scheduler.device_tile_order` describes, from the M_g, N_g, K_g of the group
+    table; the pre-pass finds each half's group the same way.  No launch table depends on M_g,
+    so one launch template serves inputs whose M_g change every call (NVFP4_DYNAMIC_M)."""
+    return replace(sm90_group_mixed(tile=tile), split_k=False, device_schedule=True)
 
 
 # Split-K pairs of the grouped mixed-input kernel (cluster (2, 1), exp. 79) where the cost
@@ -1977,6 +2001,33 @@ def _sm90_dual_wide192(shape, pick: KernelConfig) -> KernelConfig | None:
     return w192 if mixed_dual_model_us(w192, shape) < MIXED_WIDE192_MARGIN * mixed_dual_model_us(pick, shape) else None
 
 
+# Exp. 136: DYNAMIC_M's grouped pick past the skinny kernel, the device-scheduled mixed-input
+# form (`sm90_group_mixed_dynamic`), whose one launch template serves every M_g.  Its tile: 256
+# B_g rows where every N_g allows, with 64 A rows where every M_g <= 64 (exp. 90's form), else
+# 128; 128 x 128 where N_g allows no 256-row tile, or where its waves cost less: waves x tile
+# area, the 128-row tiles' area weighted by DEVICE_SCHEDULE_NARROW_COST (a guess at their
+# per-MAC cost: one m64 rep per warpgroup instead of two).  None where no tile divides N_g (the
+# host-planned rules then).
+DEVICE_SCHEDULE_NARROW_COST = 1.1
+
+
+def sm90_group_dynamic_pick(shape) -> KernelConfig | None:
+    """DYNAMIC_M's device-scheduled config for a grouped shape, or None (module comment)."""
+    sms = SM_COUNT["sm_90a"]
+
+    def cost(tm, tn):
+        waves = -(-sum(-(-m // tn) * (n // tm) for m, n, _k in shape) // sms)
+        return waves * tm * tn * (DEVICE_SCHEDULE_NARROW_COST if tm == 128 else 1)
+
+    if not all(n % 128 == 0 for _m, n, _k in shape):
+        return None
+    if all(n % 256 == 0 for _m, n, _k in shape):
+        tn = 64 if max(m for m, _n, _k in shape) <= 64 else 128
+        if cost(256, tn) <= cost(128, 128):
+            return sm90_group_mixed_dynamic((256, tn))
+    return sm90_group_mixed_dynamic((128, 128))
+
+
 def default_config(problem: str, arch: str, shape, dynamic_m: bool = False) -> KernelConfig:
     """The rule's config for a shape; `dynamic_m` (DYNAMIC_M, by `select_config`): without exp.
     112's A widths and without the multi-form kernels of exps. 99 and 108 (exp. 119)."""
@@ -2025,6 +2076,10 @@ def default_config(problem: str, arch: str, shape, dynamic_m: bool = False) -> K
     # by the cost model (128 x 256, 128 x 128, swap 256 x 64), 128 x 64 when N only allows that
     if max(m for m, _, _ in shape) <= SKINNY_MAX_M and all(n % 16 == 0 for _, n, _ in shape):
         return sm90_group_skinny(shape)
+    if dynamic_m:
+        dyn = sm90_group_dynamic_pick(shape)
+        if dyn is not None:
+            return dyn
     best = sm90_group_ranked(shape)
     if best is not None:
         pick = _sm90_group_pick(problem, shape, best, dynamic_m)

@@ -74,7 +74,7 @@ _PLANS: OrderedDict = OrderedDict()  # (problem, shape, device) -> plan()
 PLAN_ENTRIES = 4096
 _SIGS: OrderedDict = OrderedDict()  # input signature -> _Entry (validated, planned)
 SIG_ENTRIES = 4096
-_TEMPLATES: OrderedDict = OrderedDict()  # (id(entry), stream handle) -> _Entry holding that template
+_TEMPLATES: OrderedDict = OrderedDict()  # (id(templates), stream handle) -> the entries' templates dict holding it
 # Each template holds its workspaces (A16 buffers up to tens of MB): at most this many live.
 TEMPLATE_ENTRIES = 16
 # Grouped tables written by a kernel from its parameters (nvfp4gemm/table_writer.py; modules
@@ -219,12 +219,24 @@ def _validated(problem, data, flat, sig) -> _Entry:
     except Exception:  # noqa: BLE001  (an input this shape of pick does not fit: no hit path)
         e.pick = None
     e.templated = hasattr(mod, "DATA_SLOTS") or hasattr(mod, "pointer_args")  # (else: arguments per call)
-    e.templates = {}
+    # a device-scheduled config's launch does not depend on M_g: the signatures that differ only
+    # there share their templates (exp. 136)
+    e.templates = _shared_templates(e) if getattr(cfg, "device_schedule", False) else {}
     e.guard, e.sizes, e.n_flat = None, sig[2] if sig is not None else None, len(flat)
     if sig is not None:
         e.guard = _guard(e.used(flat))
         lru_lookup(_SIGS, sig, lambda: e, SIG_ENTRIES)
     return e
+
+
+_SHARED: OrderedDict = OrderedDict()  # (config, device, (N_g, K_g) per group) -> {stream: _Template}
+
+
+def _shared_templates(e) -> dict:
+    """The templates of every signature of `e`'s device-scheduled config, device and group N_g,
+    K_g (any M_g): the one launch serves them all while its A16 buffer has room
+    (`device_fits`), so a caller whose M_g change every call builds no template per call."""
+    return lru_lookup(_SHARED, (e.cfg, e.device, tuple((n, k) for _m, n, k in e.shape)), dict, SIG_ENTRIES)[0]
 
 
 class _Template:
@@ -237,6 +249,10 @@ class _Template:
         self.entry = entry
         mod = entry.mod
         self.keep = []
+        # device schedule (exp. 136): the launch serves any M_g its A16 buffer holds, so a table
+        # written for one address set is bound to its M_g too (an input may keep its addresses
+        # and change its M_g: slices of one buffer)
+        self.fits = mod.device_fits if getattr(entry.cfg, "device_schedule", False) else None
         self.capturable = handle != 0  # (torch never captures on the default stream, handle 0)
         # workspaces of its own (exp. 135), except inside a caller's capture, where the latest
         # eager template's are reused: building would upload tables, which a capture may not
@@ -292,6 +308,8 @@ class _Template:
         self.last = None  # (the arguments point at no written table yet)
 
     def __call__(self, data, flat, ptrs):
+        if self.fits is not None:
+            ptrs = (ptrs, tuple(size[0] for size in data[3]))
         if self.capturable and _capturing():  # (someone captures this call: no graph of ours)
             _pin(self)  # (the caller's graph points into this template's buffers from now on)
             if self.writer is not None:
@@ -509,7 +527,7 @@ _RECENT: dict = {}  # problem -> the entry of its latest input (checked first, b
 
 def clear_caches() -> None:
     """Forget every signature, template and recent input (tests; plans and compiles stay)."""
-    for cache in (_SIGS, _TEMPLATES, _LAST, _RECENT):
+    for cache in (_SIGS, _TEMPLATES, _LAST, _RECENT, _SHARED):
         cache.clear()
     if not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
         _bury()
@@ -618,14 +636,16 @@ _current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.curre
 def _launch(entry, data, flat, ptrs) -> None:
     handle = _stream_handle(entry.device)
     if entry.templated:
-        tpl = entry.templates.get(handle)
-        key = (id(entry), handle)
-        if tpl is None:
-            tpl = entry.templates[handle] = _Template(entry, data, flat, handle, ptrs)
-            _TEMPLATES[key] = entry
+        templates = entry.templates  # (shared by the signatures of a device-scheduled config)
+        tpl = templates.get(handle)
+        key = (id(templates), handle)
+        if tpl is None or (tpl.fits is not None and not tpl.fits(entry.cfg, tpl.args, data)):
+            tpl = templates[handle] = _Template(entry, data, flat, handle, ptrs)
+            _TEMPLATES[key] = templates
+            _TEMPLATES.move_to_end(key)
             while len(_TEMPLATES) > TEMPLATE_ENTRIES:
-                (_eid, h), old = _TEMPLATES.popitem(last=False)
-                old.templates.pop(h, None)
+                (_tid, h), old = _TEMPLATES.popitem(last=False)
+                old.pop(h, None)
         else:
             _TEMPLATES.move_to_end(key)
         tpl(data, flat, ptrs)

@@ -142,6 +142,66 @@ def group_and_rank(idx, offsets, num_groups: int):
     return g, idx - base
 
 
+# ------------------------------------------- device schedule of the grouped mixed kernel (exp. 136)
+# The sm_90a grouped mixed-input kernel with config.device_schedule walks whole tiles t = CTA,
+# + grid, ... and finds each tile's group, B block and A rows from the group table's M_g, N_g,
+# K_g (no host-made schedule), so one launch serves any M_g.  Plain functions: traced inline
+# into the kernel (Int32 sizes read from the table) and run by the tests (Python ints).
+# Group g owns ceil(M_g / tile_n) x (N_g / tile_m) tiles after group g - 1's, each B block's A
+# blocks consecutive (the CTAs that start together share B blocks: exp. 102's waves); its A16
+# rows start at the sum of the earlier M_h rounded up to tile_n.  A group of no rows starts
+# where the next one does, so "the last group starting at or before t" is t's group.
+
+
+def device_tile(t, ms, ns, ks, tile_m: int, tile_n: int, k_block: int):
+    """(g, nb, m0, r0g, kb, total) of tile t: group, B block, first A row, the group's first A16
+    row, its k-blocks, and the launch's tile count (ms, ns, ks: every table row's sizes, zeros
+    past the groups).  Branch-free: each group's start, when at or before t, replaces the
+    selection so far (starts do not decrease)."""
+    total = rows = g = first = r0g = 0
+    mb = 1
+    for h in range(len(ms)):  # (unrolled at trace time)
+        blocks = (ms[h] + (tile_n - 1)) // tile_n
+        p = _flag(t >= total)
+        g, first, r0g = g + p * (h - g), first + p * (total - first), r0g + p * (rows - r0g)
+        mb = mb + p * (blocks - mb)
+        total = total + blocks * (ns[h] // tile_m)
+        rows = rows + blocks * tile_n
+    mb = mb + _flag(mb == 0)  # (t past the last tile, in a group of no rows: no division by zero)
+    local = t - first
+    return g, local // mb, (local % mb) * tile_n, r0g, ks[g] // k_block, total
+
+
+class _IntIndexed(tuple):
+    """A tuple indexed by Python ints or host-side DSL integers (`device_tiles_of_cta`)."""
+
+    def __getitem__(self, i):
+        return tuple.__getitem__(self, int(i))
+
+
+def device_half(t, ms, ks, tile_n: int):
+    """(g, first, r0g, total) of pre-pass half t (32 codes of one A row): its group, the group's
+    first half, its first A16 row (as `device_tile`) and the halves of all groups (M_g rows of
+    K_g / 32 each, in group order)."""
+    total = rows = g = first = r0g = 0
+    for h in range(len(ms)):
+        p = _flag(t >= total)
+        g, first, r0g = g + p * (h - g), first + p * (total - first), r0g + p * (rows - r0g)
+        total = total + ms[h] * (ks[h] // 32)
+        rows = rows + (ms[h] + (tile_n - 1)) // tile_n * tile_n
+    return g, first, r0g, total
+
+
+def device_tiles_of_cta(cta, grid, shapes, tile_m: int, tile_n: int, k_block: int, groups: int = 16) -> list:
+    """Host mirror of one CTA's walk (tests): [(g, nb, m0, r0g, kb), ...] for t = cta, cta +
+    grid, ... < total, shapes [(M_g, N_g, K_g)] padded with zero rows to `groups`."""
+    pad = [(0, 0, 0)] * (groups - len(shapes))
+    ms, ns, ks = (_IntIndexed(col) for col in zip(*(list(shapes) + pad)))
+    total = device_tile(0, ms, ns, ks, tile_m, tile_n, k_block)[5]
+    return [tuple(int(v) for v in device_tile(t, ms, ns, ks, tile_m, tile_n, k_block)[:5])
+            for t in range(cta, int(total), grid)]
+
+
 # ------------------------------------------------------------------ split-K work plan (host)
 # Pure Python, defined in configs.py (the sm_90a grouped config choice costs plans too).
 from configs import MAX_SPLITS, split_plan, split_units, tail_splits  # noqa: E402,F401

@@ -511,6 +511,79 @@ def test_dynamic_m_picks(monkeypatch):
         _run_group_pick(shape, cfg, 350 + i)
 
 
+def _group_call_checked(data, what):
+    """custom_kernel on a grouped input into NaN-poisoned outputs: fully written and correct."""
+    from nvfp4gemm.dispatch import custom_kernel
+
+    for _a, _b, c in data[0]:
+        c.fill_(float("nan"))
+    out = custom_kernel(data)
+    torch.cuda.synchronize()
+    assert not any(torch.isnan(o).any() for o in out), f"{what}: output not fully written (NaN left)"
+    ok, msg = R.check_implementation(data, out)
+    assert ok, f"{what}: {msg}"
+
+
+def _rows_view(data, ms):
+    """The grouped input of the first ms[g] rows of each group of `data`, as new tensors over the
+    same storage with contiguous strides (same data addresses, other M_g): what a caller that
+    slices preallocated buffers passes (a narrowed scale view keeps its L stride, which
+    validation refuses)."""
+    def rows(t, m):  # (M, cols, 1) -> (m, cols, 1)
+        return t.as_strided((m, t.shape[1], 1), (t.shape[1], 1, m * t.shape[1]))
+
+    def atoms(t, m):  # (32, 4, rm, 4, rk, 1) -> the first ceil(m / 128) row atoms
+        rm, rk = -(-m // 128), t.shape[4]
+        return t.as_strided((32, 4, rm, 4, rk, 1), (16, 4, rk * 512, 1, 512, rm * rk * 512))
+
+    abc, sfs, sfs_p, sizes = data
+    return ([(rows(a, m), b, rows(c, m)) for (a, b, c), m in zip(abc, ms)],
+            [(rows(sa, m), sb) for (sa, sb), m in zip(sfs, ms)],
+            [(atoms(sa, m), sb) for (sa, sb), m in zip(sfs_p, ms)],
+            [(m, *s[1:]) for m, s in zip(ms, sizes)])
+
+
+def test_dynamic_m_device_schedule(monkeypatch):
+    """Exp. 136: NVFP4_DYNAMIC_M's device-scheduled form through custom_kernel.  For three (N, K),
+    a run of inputs whose M_g change every call (1-300, ragged, groups of one row, poisoned scale
+    padding) each correct and fully written, all through one launch template per config and
+    stream -- until an input needs more A16 rows than the template holds, which builds a new
+    one; then an input over the same addresses with fewer rows (slices of the last one) reads
+    its own M_g, not the table written for those addresses with the old ones, and writes no C
+    row past them."""
+    from nvfp4gemm import dispatch
+
+    _skip_sm100()
+    monkeypatch.setattr(configs, "DYNAMIC_M", True)
+    dispatch.clear_caches()
+    rnd = random.Random(136)
+    for i, (n, k, g) in enumerate([(4096, 7168, 8), (7168, 2048, 8), (3072, 4096, 4)]):
+        made, by_cfg = set(), {}
+        for j in range(6):
+            ms = [rnd.choice([1, 17, rnd.randint(1, 300)]) for _ in range(g)]
+            if j == 5:  # more rows than the first template's slack: a new template
+                ms = [300] * g
+            shape = tuple((m, n, k) for m in ms)
+            cfg = configs.select_config("group", "sm_90a", shape)
+            assert cfg.device_schedule, cfg.short()
+            data = R.generate_input(ms, [n] * g, [k] * g, g, 1360 + 10 * i + j, device="cuda", poison_padding=True)
+            _group_call_checked(data, f"N{n} K{k} M_g {ms}")
+            entry = dispatch._SIGS[next(reversed(dispatch._SIGS))]
+            tpl = entry.templates[dispatch._stream_handle(entry.device)]
+            by_cfg.setdefault(cfg, set()).add(id(tpl))
+            made.add(id(tpl))
+        # one template per config, plus at most the rebuild of the last (larger) input's
+        assert len(made) <= len(by_cfg) + 1, (len(made), [c.short() for c in by_cfg])
+        # the same addresses, fewer rows: canaries in the rows of C past the new M_g
+        small = [max(1, m // 3) for m in ms]
+        view = _rows_view(data, small)
+        for (_a, _b, c), m in zip(data[0], small):
+            c[m:].fill_(7.0)
+        _group_call_checked(view, f"N{n} K{k} the same addresses with M_g {small}")
+        for (_a, _b, c), m in zip(data[0], small):
+            assert bool((c[m:] == 7.0).all()), "a C row past the new M_g was written (the old M_g's table)"
+
+
 def test_rule_grouped_two_forms_and_mixed256():
     """The rule's two-form kernel (exp. 99: groups of both forms, >= 0.6 of the MACs wide) and
     its (256, 128) mixed form alone (exp. 100) through custom_kernel: ragged M_g and K_g,

@@ -707,24 +707,88 @@ def test_mixed_a16_stages():
 
 
 def test_grouped_rule_dynamic_m(monkeypatch):
-    """configs.DYNAMIC_M (NVFP4_DYNAMIC_M=1, for M_g that change every call): no A widths of exp.
-    112, so random M_g of one (N, K) map to a handful of configs (each a compile) where the full
-    rule gives dozens, and (session 36) no multi-form kernel, whose split is searched per shape
-    on the host; without it the rule is unchanged."""
+    """configs.DYNAMIC_M (NVFP4_DYNAMIC_M=1, for M_g that change every call): since exp. 136 the
+    device-scheduled mixed-input form wherever a tile divides every N_g (its launch does not
+    depend on M_g), so random M_g of one (N, K) map to at most three configs where the full rule
+    gives dozens; the skinny kernel below it; the host-planned rule without exp. 112's A widths
+    and the multi-form kernels (session 36) where N_g allows no device-scheduled tile.  Without
+    it the rule is unchanged."""
     rnd = random.Random(35)
     shapes = [tuple((rnd.randint(1, 256), 4096, 7168) for _ in range(8)) for _ in range(60)]
     full = {configs.select_config("group", "sm_90a", s) for s in shapes}
     lb = {s: configs.select_config("group", "sm_90a", s) for s in configs.GROUP_BENCHMARKS}
     monkeypatch.setattr(configs, "DYNAMIC_M", True)
     dyn = {configs.select_config("group", "sm_90a", s) for s in shapes}
-    assert len(dyn) <= 6 < len(full)
+    assert len(dyn) <= 3 < len(full)
     for cfg in dyn:
-        assert not cfg.forms and tuple(cfg.mma_tile_mn) in set(configs.MULTI_FORM_TILES) | {(256, 64), (128, 128)}, \
-            cfg.short()
+        assert cfg.device_schedule and not cfg.split_k and not configs.check_config(cfg), cfg.short()
     # the leaderboard shapes keep CONFIG_MAP's (full rule) configs; the rule itself would not
     assert all(configs.select_config("group", "sm_90a", s) == c for s, c in lb.items())
-    assert configs.default_config("group", "sm_90a", configs.GROUP_BENCHMARKS[0], dynamic_m=True) == \
-        configs.sm90_group_mixed() != lb[configs.GROUP_BENCHMARKS[0]]
+    assert configs.default_config("group", "sm_90a", configs.GROUP_BENCHMARKS[0], dynamic_m=True).device_schedule
+    pick = lambda shape: configs.default_config("group", "sm_90a", shape, dynamic_m=True)  # noqa: E731
+    # 8 x 16 tiles of 256 B_g rows: one wave; of 128 rows, two
+    assert pick(((128, 4096, 7168),) * 8) == configs.sm90_group_mixed_dynamic((256, 128))
+    assert pick(((40, 4096, 7168),) * 8) == configs.sm90_group_mixed_dynamic((256, 64))  # every M_g <= 64
+    assert pick(((100, 3072, 4096),) * 2) == configs.sm90_group_mixed_dynamic((128, 128))  # N % 256 != 0
+    # 2 groups of one 256-row tile column: 32 tiles on 132 SMs; 128-row tiles fill 64
+    assert pick(((100, 4096, 4096),) * 2) == configs.sm90_group_mixed_dynamic((128, 128))
+    assert pick(((8, 4096, 7168),) * 8).skinny  # M_g <= 16
+    host = pick(((100, 4096 + 64, 7168),) * 2)  # no 128-row tile divides N_g
+    assert not host.device_schedule and not host.forms, host.short()
+
+
+def _device_walk(shapes, tile, grid):
+    """Every CTA's tiles in the device schedule (scheduler.device_tiles_of_cta, the kernel's
+    arithmetic on Python ints)."""
+    return [scheduler.device_tiles_of_cta(c, grid, shapes, tile[0], tile[1], configs.K_BLOCK) for c in range(grid)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_device_schedule_covers_every_tile_once(seed):
+    """Exp. 136's device schedule: over all CTAs, each (group, B block, A block) of every group
+    exactly once, with the group's k-blocks and its A16 rows where grouped_mixed.device_rows
+    puts them (each group's first A16 row the earlier M_h rounded up to the tile); CTAs start on
+    consecutive tiles, each B block's A blocks adjacent.  Groups of no rows (zero table rows,
+    and M_g = 0 between groups) own no tile."""
+    from nvfp4gemm.sm90.grouped_mixed import device_rows
+
+    rnd = random.Random(seed)
+    tile = rnd.choice(sorted(configs.DEVICE_SCHEDULE_TILES))
+    g = rnd.randint(1, 16)
+    shapes = [(rnd.choice([0, 1, 17, 64, 65, 128, 200, 256, 700]), tile[0] * rnd.randint(1, 12),
+               configs.K_BLOCK * 4 * rnd.randint(1, 8)) for _ in range(g)]
+    grid = rnd.choice([1, 7, 132])
+    seen = [t for cta in _device_walk(shapes, tile, grid) for t in cta]
+    want, row0 = [], 0
+    for gi, (m, n, k) in enumerate(shapes):
+        blocks = -(-m // tile[1])
+        for nb in range(n // tile[0]):
+            want += [(gi, nb, mb * tile[1], row0, k // configs.K_BLOCK) for mb in range(blocks)]
+        row0 += blocks * tile[1]
+    assert sorted(seen) == sorted(want) and len(set(seen)) == len(seen)
+    assert row0 == device_rows(configs.sm90_group_mixed_dynamic(tile), shapes)
+    # tile t of the walk is want[t]: CTA c's i-th tile is c + i * grid
+    walks = _device_walk(shapes, tile, grid)
+    assert all(w[i] == want[c + i * grid] for c, w in enumerate(walks) for i in range(len(w)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_device_schedule_prepass_halves(seed):
+    """The device schedule's pre-pass (scheduler.device_half): half t of the concatenated
+    groups' A rows (K_g / 32 per row) maps to its group, the group's first half and first A16
+    row -- the rows `device_tile` reads -- and the total is every group's halves."""
+    rnd = random.Random(100 + seed)
+    tn = rnd.choice([64, 128, 256])
+    shapes = [(rnd.choice([0, 1, 3, 64, 130]), 4096, 256 * rnd.randint(1, 4)) for _ in range(rnd.randint(1, 16))]
+    ms = [m for m, _n, _k in shapes] + [0] * (16 - len(shapes))
+    ks = [k for _m, _n, k in shapes] + [0] * (16 - len(shapes))
+    t, row0 = 0, 0
+    for g, (m, _n, k) in enumerate(shapes):
+        for local in range(0, m * (k // 32), max(1, m * (k // 32) // 7)):  # (a few halves of each group)
+            got = tuple(int(v) for v in scheduler.device_half(t + local, ms, ks, tn))
+            assert got == (g, t, row0, sum(m_ * (k_ // 32) for m_, k_ in zip(ms, ks))), (g, local)
+        t += m * (k // 32)
+        row0 += -(-m // tn) * tn
 
 
 def test_grouped_rule_n192_forms(monkeypatch):

@@ -91,6 +91,9 @@ def _cases():
         seen.setdefault(("group", configs.sm90_group_mixed(tile=tile)), configs.GROUP_BENCHMARKS[2])
     seen.setdefault(("group", configs.sm90_group_mixed_forms(
         ((256, 64), (256, 80), (256, 96), (256, 128), (128, 160), (128, 176), (128, 256)))), configs.GROUP_BENCHMARKS[0])
+    # exp. 136: the device-scheduled form's tiles that NVFP4_DYNAMIC_M picks
+    for tile in ((256, 128), (256, 64), (128, 128)):
+        seen.setdefault(("group", configs.sm90_group_mixed_dynamic(tile)), ((100, 4096, 7168),) * 8)
     return [(p, c, s) for (p, c), s in seen.items()]
 
 

@@ -87,6 +87,7 @@ from cutlass.cute.nvgpu import warpgroup
 
 import configs
 from configs import K_BLOCK, KernelConfig, check_shape, sm90_smem_bytes
+from nvfp4gemm import scheduler
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, device_tables, sm_count
 from nvfp4gemm.sm90.grouped_gemm import (META_FIELDS, MAX_GROUPS, cached_launch_tables, group_meta_tensor, group_of,
@@ -133,6 +134,9 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         # cluster, rank s runs half its k-blocks, then the pair reduce-scatters through
         # distributed shared memory (`pair_exchange`) and rank s stores its 64 rows
         self.cluster_pairs = config.cluster_mn == (2, 1)
+        # exp. 136: tiles walked in an order computed from the group table (`device_tile`), no
+        # schedule, row offsets or pre-pass prefix sums from the host; whole tiles only
+        self.device_schedule = config.device_schedule
         # Sm90Common's setmaxnreg split (producer 40, consumers 232): the cp.async producer
         # fits it without spills in every form here (exp. 69's four-width 128-row form spilled)
         # scale atoms per stage: tile_m / 128, or 2 for 192 rows (they start at row 0 or 64 of
@@ -251,16 +255,21 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
             if cute.arch.thread_idx()[0] == 0 and trace_slot != 0:
                 decode.red_globaltimer(trace_slot, "min")
         dst = Int64(0)
-        if t < total_halves:
-            g = group_of(t, pre_offs)
-            local = t - pre_offs[g]
-            kg = Int32(meta[(g, 7)])
-            halves = kg // 32
-            row = local // halves
-            seg = local % halves
-            self.prepass_half(meta[(g, 0)] + Int64(row) * (kg // 2), meta[(g, 3)], row, seg, kg, base + lane * 64)
-            # A16 row row0[g] + row, bytes 64 seg .. 64 seg + 63 (sub-block seg // 2, half seg % 2)
-            dst = a16_ptr.toint() + (Int64(row0[g] + row) * k_max + 32 * seg) * 2
+        if cutlass.const_expr(self.device_schedule):
+            # total_halves is the A16 buffer's capacity here: the grid covers it, the halves
+            # of this call's M_g are counted from the group table
+            dst, total_halves = self.prepass_device_half(meta, a16_ptr, k_max, t, base + lane * 64)
+        else:
+            if t < total_halves:
+                g = group_of(t, pre_offs)
+                local = t - pre_offs[g]
+                kg = Int32(meta[(g, 7)])
+                halves = kg // 32
+                row = local // halves
+                seg = local % halves
+                self.prepass_half(meta[(g, 0)] + Int64(row) * (kg // 2), meta[(g, 3)], row, seg, kg, base + lane * 64)
+                # A16 row row0[g] + row, bytes 64 seg .. 64 seg + 63 (sub-block seg // 2, half seg % 2)
+                dst = a16_ptr.toint() + (Int64(row0[g] + row) * k_max + 32 * seg) * 2
         cute.arch.sync_warp()
         dst_lo = Int32(dst & 0xFFFFFFFF)
         dst_hi = Int32(dst >> 32)
@@ -310,19 +319,25 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         a_pipe = self._make_pipe(st.mbar16.data_ptr(), self.a16_stages, self.tx_a16, self.num_mma_threads)
         if cutlass.const_expr(cta is None):
             cta = cute.arch.block_idx()[0]
-        i0 = seg_offs[cta]
-        i1 = seg_offs[cta + 1]
+        # work items i0, i0 + i_step, ... < i1: segments of the host's schedule, or tiles
+        i0, i1, i_step = cta, Int32(0), cute.arch.grid_dim()[0]
+        if cutlass.const_expr(self.device_schedule):
+            i1 = self.device_tile(meta, Int32(0))[5]
+        else:
+            i0 = seg_offs[cta]
+            i1 = seg_offs[cta + 1]
+            i_step = 1
         cute.arch.sync_threads()
         wg = cute.arch.make_warp_uniform(tidx // 128)
         if wg == 0:
             cute.arch.warpgroup_reg_dealloc(self.load_regs)
-            self.producer(st, b_pipe, a_pipe, tma_a16, mA16, meta, row0, segs, i0, i1, tidx, warp_idx)
+            self.producer(st, b_pipe, a_pipe, tma_a16, mA16, meta, row0, segs, i0, i1, i_step, tidx, warp_idx)
         else:
             cute.arch.warpgroup_reg_alloc(self.mma_regs)
-            self.consumer(st, b_pipe, a_pipe, tiled_mma, meta, segs, i0, i1, ws_ptr, flags_ptr, cta, tidx)
+            self.consumer(st, b_pipe, a_pipe, tiled_mma, meta, segs, i0, i1, i_step, ws_ptr, flags_ptr, cta, tidx)
 
     @cute.jit
-    def producer(self, st, b_pipe, a_pipe, tma_a16, mA16, meta, row0, segs, i0, i1, tidx, warp_idx):
+    def producer(self, st, b_pipe, a_pipe, tma_a16, mA16, meta, row0, segs, i0, i1, i_step, tidx, warp_idx):
         """Per k-block of a segment: the packed B_g stage (all 128 threads, cp.async), then
         its 4 A16 sub-blocks (warp 0, TMA), each into its own stage."""
         # (128, 64, RestM, RestK64) fp16 sub-blocks of A16 (group row 0s are multiples of 128)
@@ -335,17 +350,26 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         rq = tidx // 8  # 0..15
         bst = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stages)
         ast = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.a16_stages)
-        for i in cutlass.range(i0, i1, unroll=1):
-            g = segs[(i, 0)]
-            n0 = segs[(i, 1)] * self.tile_m
-            mt = (row0[g] + segs[(i, 2)]) // self.tile_n  # the tile's A16 row block
+        for i in cutlass.range(i0, i1, i_step, unroll=1):
+            kb0, kb1 = Int32(0), Int32(0)
+            if cutlass.const_expr(self.device_schedule):
+                g, nb, m0, r0g, kb1, _ = self.device_tile(meta, i)
+                n0 = nb * self.tile_m
+                mt = (r0g + m0) // self.tile_n
+            else:
+                g = segs[(i, 0)]
+                n0 = segs[(i, 1)] * self.tile_m
+                mt = (row0[g] + segs[(i, 2)]) // self.tile_n  # the tile's A16 row block
             b_g = meta[(g, 1)]
             sfb_g = meta[(g, 4)]
             kg = Int32(meta[(g, 7)])
             kh = Int64(kg // 2)
             step = kh * 16  # bytes between rows rq + 16 r
             sf_atom = Int64((n0 // 128) * (kg // SUB_K))
-            for kb in cutlass.range(segs[(i, 3)], segs[(i, 4)], unroll=1):
+            if cutlass.const_expr(not self.device_schedule):
+                kb0 = segs[(i, 3)]
+                kb1 = segs[(i, 4)]
+            for kb in cutlass.range(kb0, kb1, unroll=1):
                 b_pipe.producer_acquire(bst)
                 si = bst.index
                 # rows rq + 16 r: the same chunk swizzle (row % 8), 2 KB apart in the stage
@@ -374,7 +398,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
             a_pipe.producer_tail(ast)
 
     @cute.jit
-    def consumer(self, st, b_pipe, a_pipe, tiled_mma, meta, segs, i0, i1, ws_ptr, flags_ptr, cta, tidx):
+    def consumer(self, st, b_pipe, a_pipe, tiled_mma, meta, segs, i0, i1, i_step, ws_ptr, flags_ptr, cta, tidx):
         ct = tidx - 128  # consumer thread 0..255
         # tCcC: (tile_m, 128) coordinates; row r is column n0 + r of C_g, column c its row m0 + c
         tCrB, ra, tCcC, acc, b_p, sf_p, a16_p, bread, aread, afree = self.consumer_setup(st, tiled_mma, ct)
@@ -388,7 +412,11 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
             trace = ws_ptr.toint() + Int64(cute.arch.grid_dim()[0]) * self.PARTIAL_BYTES + Int64(cta) * TRACE_SLOT_BYTES
             if ct == 0:
                 decode.st_globaltimer(trace)
-        for i in cutlass.range(i0, i1, unroll=1):
+        for i in cutlass.range(i0, i1, i_step, unroll=1):
+            # device schedule: whole tile i of group g (B block nb, A rows m0 ..), kb1 k-blocks
+            g, nb, m0, kb0, kb1 = Int32(0), Int32(0), Int32(0), Int32(0), Int32(0)
+            if cutlass.const_expr(self.device_schedule):
+                g, nb, m0, _r0g, kb1, _ = self.device_tile(meta, i)
             acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
             # three-warpgroup form: this thread's B row counted from the stage's first scale
@@ -396,30 +424,40 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
             sf_r0 = None
             if cutlass.const_expr(self.num_mma_wg == 3):
                 sf_r0 = (segs[(i, 1)] * self.tile_m) % 128 + ra.r0
-            bread, aread, afree = self.mainloop_mixed(b_pipe, a_pipe, bread, aread, afree, segs[(i, 3)], segs[(i, 4)],
+            if cutlass.const_expr(not self.device_schedule):
+                kb0 = segs[(i, 3)]
+                kb1 = segs[(i, 4)]
+            bread, aread, afree = self.mainloop_mixed(b_pipe, a_pipe, bread, aread, afree, kb0, kb1,
                                                       tiled_mma, acc, ra, tCrB, b_p, sf_p, sf_r0)
             stamp = Int64(0)
             if cutlass.const_expr(traced):
                 stamp = trace + Int64(8 + 24 * (i - i0))
                 if ct == 0 and i - i0 < TRACE_SEGS:
                     decode.st_globaltimer(stamp)
-            s = segs[(i, 5)]
-            ns = segs[(i, 6)]
             finish = Int32(1)
-            if cutlass.const_expr(self.cluster_pairs):
+            if cutlass.const_expr(self.device_schedule):
+                pass  # (whole tiles: every one stores)
+            elif cutlass.const_expr(self.cluster_pairs):
                 # rank s keeps rows [64 s, 64 s + 64) of the tile's C rows, summed over the
                 # pair, in its pass-0 accumulator positions, and stores only those
+                s = segs[(i, 5)]
                 self.pair_exchange(acc, s, a16_p)
                 gp = segs[(i, 0)]
                 self.store_c_t(acc, tCcC, meta[(gp, 2)], segs[(i, 1)] * self.tile_m, segs[(i, 2)] + 64 * s,
                                Int32(meta[(gp, 5)]), Int32(meta[(gp, 6)]), ct, passes=1)
                 finish = Int32(0)
-            elif ns > 1:
-                finish = self.stream_k_handoff(acc, ws_ptr.toint(), flags_ptr.toint(), cta, s, ns, a16_p, ct)
+            else:
+                s = segs[(i, 5)]
+                ns = segs[(i, 6)]
+                if ns > 1:
+                    finish = self.stream_k_handoff(acc, ws_ptr.toint(), flags_ptr.toint(), cta, s, ns, a16_p, ct)
             if cutlass.const_expr(traced):
                 if ct == 0 and i - i0 < TRACE_SEGS:
                     decode.st_globaltimer(stamp + 8)
-            if cutlass.const_expr(not self.cluster_pairs):  # (a pair rank stored its rows above)
+            if cutlass.const_expr(self.device_schedule):
+                self.store_c_t_staged(acc, tCcC, meta[(g, 2)], nb * self.tile_m, m0,
+                                      Int32(meta[(g, 5)]), Int32(meta[(g, 6)]), ct, c_stage)
+            elif cutlass.const_expr(not self.cluster_pairs):  # (a pair rank stored its rows above)
                 if finish != 0:
                     g = segs[(i, 0)]
                     self.store_c_t_staged(acc, tCcC, meta[(g, 2)], segs[(i, 1)] * self.tile_m, segs[(i, 2)],
@@ -427,6 +465,49 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
             if cutlass.const_expr(traced):
                 if ct == 0 and i - i0 < TRACE_SEGS:
                     decode.st_globaltimer(stamp + 16)
+
+    # ------------------------------------------------------------------ device schedule (exp. 136)
+    @cute.jit
+    def device_tile(self, meta: cute.Tensor, t: Int32):
+        """(g, nb, m0, r0g, kb, total) of tile t of the device schedule from the group table
+        (`scheduler.device_tile`)."""
+        return scheduler.device_tile(t, _TableColumn(meta, 5), _TableColumn(meta, 6), _TableColumn(meta, 7),
+                                     self.tile_m, self.tile_n, K_BLOCK)
+
+    @cute.jit
+    def prepass_device_half(self, meta: cute.Tensor, a16_ptr: cute.Pointer, k_max: Int32, t: Int32, stage):
+        """The device schedule's pre-pass half t (`device_half`) decoded into `stage` as in the
+        host-planned pre-pass: (its A16 address, 0 past the last half; the halves of all groups)."""
+        g, first, r0g, total = self.device_half(meta, t)
+        dst = Int64(0)
+        if t < total:
+            kg = Int32(meta[(g, 7)])
+            halves = kg // 32
+            row = (t - first) // halves
+            seg = (t - first) % halves
+            self.prepass_half(meta[(g, 0)] + Int64(row) * (kg // 2), meta[(g, 3)], row, seg, kg, stage)
+            dst = a16_ptr.toint() + (Int64(r0g + row) * k_max + 32 * seg) * 2
+        return dst, total
+
+    @cute.jit
+    def device_half(self, meta: cute.Tensor, t: Int32):
+        """(g, first, r0g, total) of pre-pass half t from the group table (`scheduler.device_half`)."""
+        return scheduler.device_half(t, _TableColumn(meta, 5), _TableColumn(meta, 7), self.tile_n)
+
+
+class _TableColumn:
+    """Column `field` of the group table as the device schedule's size sequence: each entry is
+    loaded where the schedule reads it (a list of all 48 loaded up front spilled 104 bytes in
+    the consumer warpgroups)."""
+
+    def __init__(self, meta, field: int):
+        self.meta, self.field = meta, field
+
+    def __len__(self) -> int:
+        return MAX_GROUPS
+
+    def __getitem__(self, h: int):
+        return Int32(self.meta[(h, self.field)])
 
 
 class Sm90GroupedMixedFormsKernel:
@@ -554,6 +635,8 @@ def launch_tables(config: KernelConfig, dev, rows, shapes, narrow_ctas=None) -> 
     choice if None)."""
     import torch
 
+    if config.device_schedule:
+        return device_launch_tables(config, dev, rows, shapes)
     pairs = config.cluster_mn == (2, 1)
     if config.forms:
         plan = configs.mixed_group_forms_plan(shapes, sm_count(dev), config.forms, narrow_ctas)
@@ -580,6 +663,46 @@ def launch_tables(config: KernelConfig, dev, rows, shapes, narrow_ctas=None) -> 
             ws,
             torch.zeros(ctas, dtype=torch.int32, device=dev),
             halves[len(shapes)], k_max, plan["a16_rows"], ctas) + ((tuple(plan["splits"]),) if config.forms else ())
+
+
+def device_rows(config: KernelConfig, shapes) -> int:
+    """A16 rows the device schedule needs for these shapes: each M_g rounded up to tile_n
+    (`Sm90GroupedMixedKernel.device_tile`)."""
+    tn = config.mma_tile_mn[1]
+    return sum(-(-m // tn) * tn for m, _n, _k in shapes)
+
+
+def device_launch_tables(config: KernelConfig, dev, rows, shapes) -> tuple:
+    """`launch_tables` of the device schedule (exp. 136): the group table, an A16 buffer with
+    room for DEVICE_ROWS_SLACK more rows than these shapes need (a launch template serves
+    later M_g while `device_fits`), and one small unused buffer for the schedule's tables
+    and the stream-K workspace.  Scalars: the pre-pass covers the buffer's capacity (its
+    threads past this call's halves return), one CTA per SM."""
+    import torch
+
+    tn = config.mma_tile_mn[1]
+    need = device_rows(config, shapes)
+    cap = -(-int(need * DEVICE_ROWS_SLACK) // tn) * tn
+    k_max = max(k for _m, _n, k in shapes)
+    meta = rows + [[0] * META_FIELDS] * (MAX_GROUPS - len(rows))
+    (meta_t,) = device_tables(dev, (meta, torch.int64))
+    unused = torch.zeros(16, dtype=torch.int32, device=dev)
+    return (meta_t, unused, unused, unused, unused, torch.zeros((cap, k_max), dtype=torch.float16, device=dev),
+            unused.view(torch.float32), unused, cap * (k_max // 32), k_max, cap, sm_count(dev))
+
+
+# The device schedule's A16 buffer: this many times the rows of the input a template is built
+# for (rounded up to the tile), so a template serves inputs with up to that many more rows.
+DEVICE_ROWS_SLACK = 1.25
+
+
+def device_fits(config: KernelConfig, args, data) -> bool:
+    """Whether a launch built by `runtime_args` (`args`) can run the grouped input `data`:
+    with the device schedule, its M_g must fit the A16 buffer and its K_g its row stride."""
+    if not config.device_schedule:
+        return True
+    shapes = [(m, n, k) for m, n, k, _l in data[3]]
+    return device_rows(config, shapes) <= int(args[10]) and max(k for _m, _n, k in shapes) == int(args[9])
 
 
 def launch_table_key(config: KernelConfig, rows, narrow_ctas=None) -> tuple:
