@@ -2011,21 +2011,28 @@ def _sm90_dual_wide192(shape, pick: KernelConfig) -> KernelConfig | None:
 DEVICE_SCHEDULE_NARROW_COST = 1.1
 
 
-def sm90_group_dynamic_pick(shape) -> KernelConfig | None:
-    """DYNAMIC_M's device-scheduled config for a grouped shape, or None (module comment)."""
+def device_schedule_tile(shape) -> tuple | None:
+    """The device-scheduled form's tile for a grouped shape, or None (module comment; cheap:
+    the dispatcher's path for inputs with new M_g calls it on every such call)."""
+    if any(n % 128 for _m, n, _k in shape):
+        return None
     sms = SM_COUNT["sm_90a"]
 
     def cost(tm, tn):
         waves = -(-sum(-(-m // tn) * (n // tm) for m, n, _k in shape) // sms)
         return waves * tm * tn * (DEVICE_SCHEDULE_NARROW_COST if tm == 128 else 1)
 
-    if not all(n % 128 == 0 for _m, n, _k in shape):
-        return None
     if all(n % 256 == 0 for _m, n, _k in shape):
         tn = 64 if max(m for m, _n, _k in shape) <= 64 else 128
         if cost(256, tn) <= cost(128, 128):
-            return sm90_group_mixed_dynamic((256, tn))
-    return sm90_group_mixed_dynamic((128, 128))
+            return (256, tn)
+    return (128, 128)
+
+
+def sm90_group_dynamic_pick(shape) -> KernelConfig | None:
+    """DYNAMIC_M's device-scheduled config for a grouped shape, or None (module comment)."""
+    tile = device_schedule_tile(shape)
+    return None if tile is None else sm90_group_mixed_dynamic(tile)
 
 
 def default_config(problem: str, arch: str, shape, dynamic_m: bool = False) -> KernelConfig:

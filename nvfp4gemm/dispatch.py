@@ -65,6 +65,7 @@ import cuda.bindings.driver as _cu
 import torch
 from cuda.bindings.driver import CUstream
 
+import configs
 from configs import select_config
 from nvfp4gemm import harness
 from nvfp4gemm.cache import lru_lookup, private_buffers
@@ -198,7 +199,7 @@ class _Entry:
     `used` picks the tensors the kernel reads or writes from the flattened input, and `guard`
     (over those), `sizes` and `n_flat` are the fast check of a later input (`_entry_of`)."""
     __slots__ = ("problem", "shape", "device", "cfg", "ck", "mod", "used", "pick", "templated", "templates",
-                 "guard", "sizes", "n_flat")
+                 "guard", "sizes", "n_flat", "any_m_guard")
 
 
 def _validated(problem, data, flat, sig) -> _Entry:
@@ -223,10 +224,83 @@ def _validated(problem, data, flat, sig) -> _Entry:
     # there share their templates (exp. 136)
     e.templates = _shared_templates(e) if getattr(cfg, "device_schedule", False) else {}
     e.guard, e.sizes, e.n_flat = None, sig[2] if sig is not None else None, len(flat)
+    e.any_m_guard = None
     if sig is not None:
         e.guard = _guard(e.used(flat))
         lru_lookup(_SIGS, sig, lambda: e, SIG_ENTRIES)
+        if getattr(cfg, "device_schedule", False):
+            _register_any_m(e, flat)
     return e
+
+
+# Exp. 136: a device-scheduled grouped entry serves inputs of any M_g (NVFP4_DYNAMIC_M).  A new
+# M_g set of a known (N_g, K_g, L) structure then skips full validation, the plan and the
+# Python signature (~1 ms of host on the H100 machine): a TensorGuards that leaves the dims and
+# strides that follow M_g unchecked passes its tensors, a few Python checks cover those
+# (`_rows_match`), and `configs.device_schedule_tile` picks among the structure's entries.
+_ANY_M: OrderedDict = OrderedDict()  # ((N_g, K_g, L) per group) -> {tile: entry}
+
+
+def _register_any_m(e, flat) -> None:
+    """Make `e` (a device-scheduled signature's entry) serve the other M_g of its structure."""
+    used = e.used(flat)
+    g = len(e.shape)
+    sizes, strides = [list(t.shape) for t in used], [list(t.stride()) for t in used]
+    for i in range(g):  # a_g, c_g (M, cols, 1): rows and the batch stride (L = 1: unchecked)
+        for j in (3 * i, 3 * i + 2):
+            sizes[j][0] = strides[j][2] = None
+        j = 3 * g + 2 * i  # sfa_perm_g (32, 4, ceil(M / 128), 4, rk, 1): its row atoms, batch stride
+        sizes[j][2] = strides[j][5] = None
+    if _TensorGuards is None:
+        return
+    try:
+        e.any_m_guard = _TensorGuards(*used, dynamic_dims_sizes=sizes, dynamic_dims_strides=strides)
+        if not e.any_m_guard.check(*used):
+            e.any_m_guard = None
+            return
+    except Exception:  # noqa: BLE001  (a torch whose TensorGuards differs: no fast path)
+        e.any_m_guard = None
+        return
+    key = tuple(s[1:] for s in e.sizes)
+    lru_lookup(_ANY_M, key, dict, SIG_ENTRIES)[0][tuple(e.cfg.mma_tile_mn)] = e
+
+
+def _any_m_entry(flat, sizes_t):
+    """(entry, used tensors) of a device-scheduled entry that serves this grouped input's M_g
+    (`_register_any_m`), or None: then the full path (signature, validation) decides."""
+    if not (_ANY_M and configs.DYNAMIC_M):
+        return None
+    try:
+        fam = _ANY_M.get(tuple(s[1:] for s in sizes_t))
+        if fam is None:
+            return None
+        shape = tuple((int(m), n, k) for m, n, k, _l in sizes_t)
+        if min(m for m, _n, _k in shape) < 1 or ("sm_90a", "group", shape) in configs.CONFIG_MAP:
+            return None  # (bad sizes: validation names them; leaderboard shapes keep their pins)
+        entry = fam.get(configs.device_schedule_tile(shape))
+        if entry is None or entry.n_flat != len(flat):
+            return None
+        used = entry.used(flat)
+        if not (entry.any_m_guard.check(*used) and _rows_match(used, shape)):
+            return None
+        # (the pre-pass indexes halves in 32 bits: Sm90GroupedMixedKernel.can_implement)
+        return (entry, used) if sum(m * (k // 32) for m, _n, k in shape) < 2**31 else None
+    except Exception:  # noqa: BLE001  (anything unexpected: the full path names it)
+        return None
+
+
+def _rows_match(used, shape) -> bool:
+    """The dims and strides `_register_any_m`'s guard leaves unchecked, as validation wants them
+    for these M_g: a_g and c_g have M_g rows, sfa_perm_g ceil(M_g / 128) row atoms and the batch
+    stride of a contiguous tensor of them."""
+    g = len(shape)
+    for i, (m, _n, _k) in enumerate(shape):
+        sfa = used[3 * g + 2 * i]
+        rm = -(-m // 128)
+        if used[3 * i].shape[0] != m or used[3 * i + 2].shape[0] != m or sfa.shape[2] != rm \
+                or sfa.stride(5) != rm * sfa.shape[4] * 512:
+            return False
+    return True
 
 
 _SHARED: OrderedDict = OrderedDict()  # (config, device, (N_g, K_g) per group) -> {stream: _Template}
@@ -527,7 +601,7 @@ _RECENT: dict = {}  # problem -> the entry of its latest input (checked first, b
 
 def clear_caches() -> None:
     """Forget every signature, template and recent input (tests; plans and compiles stay)."""
-    for cache in (_SIGS, _TEMPLATES, _LAST, _RECENT, _SHARED):
+    for cache in (_SIGS, _TEMPLATES, _LAST, _RECENT, _SHARED, _ANY_M):
         cache.clear()
     if not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
         _bury()
@@ -560,7 +634,12 @@ def _entry_of(data):
         sizes_t = None
     entry = _RECENT.get(problem)
     used = entry.used(flat) if entry is not None and entry.sizes == sizes_t and entry.n_flat == len(flat) else None
-    if used is None or not _guard_passes(entry, used):
+    hit = used is not None and _guard_passes(entry, used)
+    if not hit and problem == "group" and sizes_t is not None:
+        any_m = _any_m_entry(flat, sizes_t)  # (new M_g of a device-scheduled structure)
+        if any_m is not None:
+            (entry, used), hit = any_m, True
+    if not hit:
         # (a miss: the full Python signature, all tensors)
         sig = _signature(problem, flat, sizes_t)
         entry = _SIGS.get(sig) if sig is not None else None

@@ -843,3 +843,106 @@ def test_table_writer_compiles():
             text = open(ptx).read()
             assert text.count("st.global.u64") == -(-(total or n) // 32), arch  # (one coalesced store per 32)
             assert text.count(".param .u64") == n + 1, arch
+
+
+def _any_m_env(monkeypatch):
+    """The dispatcher under NVFP4_DYNAMIC_M with the real sm_90a grouped rule (device-scheduled
+    configs, exp. 136), the table writer and stand-in launches recording ("writer", table,
+    entries) and ("main", table); `calls` counts full validations and runtime_args."""
+    from cutlass import Int32
+    from cutlass.cute.runtime import make_ptr
+    import cutlass
+    import cutlass.cute as cute
+
+    import configs
+    from nvfp4gemm import table_writer
+    from nvfp4gemm.sm90 import grouped_gemm as gg
+    from nvfp4gemm.sm90 import grouped_mixed as gm
+
+    calls, order = collections.Counter(), []
+    shared = torch.empty(128, dtype=torch.int64)
+
+    def runtime_args(data, cfg, stream, keep=None):  # (the real argument positions device_fits reads)
+        calls["runtime_args"] += 1
+        shapes = [(m, n, k) for m, n, k, _l in data[3]]
+        cap = int(gm.device_rows(cfg, shapes) * gm.DEVICE_ROWS_SLACK)
+        return (make_ptr(cutlass.Int64, shared.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
+                *[Int32(0)] * 8, Int32(max(k for _m, _n, k in shapes)), Int32(cap), Int32(132), stream)
+
+    def writer(dst, entries, stream):
+        order.append(("writer", dst._desc.value, [e._desc.value or 0 for e in entries]))
+
+    monkeypatch.setattr(configs, "DYNAMIC_M", True)
+    monkeypatch.setattr(table_writer, "compiled", lambda arch, runnable, n=table_writer.ENTRIES, total=None: writer)
+    monkeypatch.setattr(dispatch, "TABLE_WRITER", True)
+    mod = types.SimpleNamespace(runtime_args=runtime_args, table_entries=gg.table_entries, writer_target=gg.writer_target,
+                                device_fits=gm.device_fits, pointer_args=lambda *a, **k: pytest.fail("no writer"))
+    main = lambda *args: order.append(("main", args[0]._desc.value))  # noqa: E731
+    _cpu_dispatcher(monkeypatch, "validate_group", calls, main, mod)
+    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device: (
+        "sm_90a", configs.select_config(problem, "sm_90a", shape),
+        types.SimpleNamespace(fn=main, arch="sm_90a", runnable=False), mod))
+    return calls, order, gg
+
+
+def _written_ms(order, groups):
+    """M_g of the last table the writer wrote (entry 5 of each group's 8)."""
+    entries = [o for o in order if o[0] == "writer"][-1][2]
+    return [entries[8 * g + 5] for g in range(groups)]
+
+
+def test_new_m_of_a_device_scheduled_structure(monkeypatch):
+    """Exp. 136: under NVFP4_DYNAMIC_M an input whose M_g are new but whose N_g, K_g and layout
+    match a device-scheduled signature is not validated in full and reuses that launch template
+    (a table written with its own M_g); the same addresses with other M_g (slices of one buffer)
+    get a table of their own; a tensor whose rows disagree with its M_g, a leaderboard shape, or
+    NVFP4_DYNAMIC_M off take the full path; an input with more rows than the template's A16
+    buffer builds a new template."""
+    import configs
+
+    calls, order, _gg = _any_m_env(monkeypatch)
+    big = R.generate_input([200, 150], [256, 256], [256, 256], 2, 1, device="cpu")
+    dispatch.custom_kernel(big)
+    assert calls == {"validate": 1, "runtime_args": 1} and _written_ms(order, 2) == [200, 150]
+    tpl = _template()
+    fresh = R.generate_input([120, 90], [256, 256], [256, 256], 2, 2, device="cpu")
+    dispatch.custom_kernel(fresh)
+    assert calls == {"validate": 1, "runtime_args": 1}, "new M_g of a known structure: no validation, one template"
+    assert _written_ms(order, 2) == [120, 90] and order[-1] == ("main", order[-2][1])
+
+    def rows(t, m):
+        return t.as_strided((m, t.shape[1], 1), (t.shape[1], 1, m * t.shape[1]))
+
+    def atoms(t, m):
+        rm, rk = -(-m // 128), t.shape[4]
+        return t.as_strided((32, 4, rm, 4, rk, 1), (16, 4, rk * 512, 1, 512, rm * rk * 512))
+
+    ms = [100, 7]  # the same addresses as `big`, fewer rows
+    view = ([(rows(a, m), b, rows(c, m)) for (a, b, c), m in zip(big[0], ms)],
+            [(rows(sa, m), sb) for (sa, sb), m in zip(big[1], ms)],
+            [(atoms(sa, m), sb) for (sa, sb), m in zip(big[2], ms)], [(m, 256, 256, 1) for m in ms])
+    n_writes = sum(o[0] == "writer" for o in order)
+    dispatch.custom_kernel(view)
+    assert sum(o[0] == "writer" for o in order) == n_writes + 1 and _written_ms(order, 2) == [100, 7]
+    assert calls["validate"] == 1 and dispatch._SIGS and tpl is _template_of(view)
+    # a's rows disagree with its size: full validation names it
+    bad = R.generate_input([120, 90], [256, 256], [256, 256], 2, 3, device="cpu")
+    bad[3][0] = (121, 256, 256, 1)
+    with pytest.raises(InputError, match="group 0: a must have shape"):
+        dispatch.custom_kernel(bad)
+    assert calls["validate"] == 2
+    # more rows than the template's A16 buffer holds: a new template (runtime_args again)
+    huge = R.generate_input([400, 400], [256, 256], [256, 256], 2, 4, device="cpu")
+    dispatch.custom_kernel(huge)
+    assert calls["runtime_args"] == 2 and calls["validate"] == 2 and _template_of(huge) is not tpl
+    # NVFP4_DYNAMIC_M off: the signature path (a full validation)
+    monkeypatch.setattr(configs, "DYNAMIC_M", False)
+    dispatch.custom_kernel(R.generate_input([60, 50], [256, 256], [256, 256], 2, 5, device="cpu"))
+    assert calls["validate"] == 3
+
+
+def _template_of(data):
+    """The launch template the dispatcher used for `data` (its entry's, on the one stream)."""
+    entry = dispatch._entry_of(data)[0]
+    (tpl,) = entry.templates.values()
+    return tpl

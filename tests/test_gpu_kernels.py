@@ -560,7 +560,8 @@ def test_dynamic_m_device_schedule(monkeypatch):
     for i, (n, k, g) in enumerate([(4096, 7168, 8), (7168, 2048, 8), (3072, 4096, 4)]):
         made, by_cfg = set(), {}
         for j in range(6):
-            ms = [rnd.choice([1, 17, rnd.randint(1, 300)]) for _ in range(g)]
+            # (one group past the skinny kernel's M_g, which takes inputs of M_g <= 16 alone)
+            ms = [rnd.randint(65, 300)] + [rnd.choice([1, 17, rnd.randint(1, 300)]) for _ in range(g - 1)]
             if j == 5:  # more rows than the first template's slack: a new template
                 ms = [300] * g
             shape = tuple((m, n, k) for m in ms)
