@@ -304,8 +304,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
             errs.append("a_prepass (mixed-input grouped kernel) needs tile (256, 128), swap_ab, ab_stages 2, "
                         "split_k, cluster (1, 1) (stream-K segments) or (2, 1) (split-K pairs); or another tile of "
                         "GROUP_MIXED_TILES (256 B rows x 64-128 A rows, 128 x 128-256, 192 x 128 on three consumer "
-                        "warpgroups), stream-K; or one of DEVICE_SCHEDULE_TILES with device_schedule (whole tiles, "
-                        "no split_k); or "
+                        "warpgroups), stream-K; or one of DEVICE_SCHEDULE_TILES with device_schedule (whole "
+                        "tiles or stream-K, by a plan each CTA computes); or "
                         f"several forms side by side (forms: 2 to {MAX_FORMS} tiles of FORM_TILES in their order)")
         if cfg.forms and not (2 <= len(cfg.forms) <= MAX_FORMS and all(t in FORM_TILES for t in cfg.forms)
                               and list(cfg.forms) == sorted(set(cfg.forms), key=form_order)):
@@ -1003,12 +1003,14 @@ DEVICE_SCHEDULE_TILES = frozenset(t for t in GROUP_MIXED_TILES if t[0] != 192)
 
 
 def sm90_group_mixed_dynamic(tile=(256, 128)) -> KernelConfig:
-    """The grouped mixed-input kernel with its schedule made on the device (exp. 136): one form,
-    whole tiles only (no stream-K: no split_k), each CTA walking tiles t = blockIdx, + gridDim,
-    ... in the order `scheduler.device_tile_order` describes, from the M_g, N_g, K_g of the group
-    table; the pre-pass finds each half's group the same way.  No launch table depends on M_g,
-    so one launch template serves inputs whose M_g change every call (NVFP4_DYNAMIC_M)."""
-    return replace(sm90_group_mixed(tile=tile), split_k=False, device_schedule=True)
+    """The grouped mixed-input kernel with its schedule made on the device (exps. 136-137): one
+    form; each CTA reads the M_g, N_g, K_g of the group table and walks its work items --
+    whole tiles t = blockIdx, + gridDim, ... (`scheduler.device_tile`), or under two waves
+    with one K for every group, stream-K segments when the cost test of `stream_k_plan` says so
+    (`scheduler.device_plan`, `device_segment`); the pre-pass finds each half's group the same
+    way.  No launch table depends on M_g, so one launch template serves inputs whose M_g change
+    every call (NVFP4_DYNAMIC_M)."""
+    return replace(sm90_group_mixed(tile=tile), device_schedule=True)
 
 
 # Split-K pairs of the grouped mixed-input kernel (cluster (2, 1), exp. 79) where the cost

@@ -238,7 +238,7 @@ def _validated(problem, data, flat, sig) -> _Entry:
 # Python signature (~1 ms of host on the H100 machine): a TensorGuards that leaves the dims and
 # strides that follow M_g unchecked passes its tensors, a few Python checks cover those
 # (`_rows_match`), and `configs.device_schedule_tile` picks among the structure's entries.
-_ANY_M: OrderedDict = OrderedDict()  # ((N_g, K_g, L) per group) -> {tile: entry}
+_ANY_M: OrderedDict = OrderedDict()  # (device index, (N_g, K_g, L) per group) -> {tile: entry}
 
 
 def _register_any_m(e, flat) -> None:
@@ -261,7 +261,7 @@ def _register_any_m(e, flat) -> None:
     except Exception:  # noqa: BLE001  (a torch whose TensorGuards differs: no fast path)
         e.any_m_guard = None
         return
-    key = tuple(s[1:] for s in e.sizes)
+    key = (e.device.index if e.device.index is not None else -1, tuple(s[1:] for s in e.sizes))  # (get_device())
     lru_lookup(_ANY_M, key, dict, SIG_ENTRIES)[0][tuple(e.cfg.mma_tile_mn)] = e
 
 
@@ -271,7 +271,7 @@ def _any_m_entry(flat, sizes_t):
     if not (_ANY_M and configs.DYNAMIC_M):
         return None
     try:
-        fam = _ANY_M.get(tuple(s[1:] for s in sizes_t))
+        fam = _ANY_M.get((flat[0].get_device(), tuple(s[1:] for s in sizes_t)))
         if fam is None:
             return None
         shape = tuple((int(m), n, k) for m, n, k, _l in sizes_t)

@@ -192,6 +192,87 @@ def device_half(t, ms, ks, tile_n: int):
     return g, first, r0g, total
 
 
+# Exp. 137: a device-scheduled launch whose groups with rows share one k-block count may cut
+# some tiles into stream-K segments (the units of `stream_k_range`, split as `stream_k_owners`
+# says, reduced by the kernel's `stream_k_handoff`): first "tail" -- whole waves, then the
+# tiles past them over all CTAs -- else "tail2" -- the last whole wave joins them (two waves
+# or more) -- each where its modelled busiest CTA (k-blocks, plus DEVICE_SK_SEGMENT_KB per
+# segment of its split tile) is under the whole tiles'; else whole tiles.  Each CTA computes
+# the same plan.  A CTA's work items are its whole tiles cta, cta + ctas, ... below dp, then the
+# segments of its unit range, one per tile it touches, numbered so that item j maps to its
+# segment without a walk (`device_segment`).  H100 (notes/sm90.md exp. 137), kernel time
+# against whole tiles on 10 random shapes: "all" tiles under two waves (the dual rule's)
+# 1.000 (0.894-1.073), "tail" 0.969, "tail2" 0.965; this order of the two with a segment
+# charge of 3 (2 split tiles with 27 of 28 k-blocks per CTA when charged 2: 1.07) picks the
+# best or within 2% of it on all 10; on 12 others 0.991 (0.907-1.057, the 1.057 a launch with no
+# whole wave: hence DEVICE_SK_ALL_MARGIN).  DEVICE_STREAM_K = False: whole tiles only.
+DEVICE_SK_SEGMENT_KB = 3
+DEVICE_STREAM_K = True
+# With no whole wave, "tail" cuts every tile: measured 0.896 at a modelled 0.82 of the whole
+# tiles' k-blocks, 1.07 and 1.057 at 0.96-1.04 (exp. 137): it must model under this percentage.
+DEVICE_SK_ALL_MARGIN = 85
+
+
+def device_totals(ms, ns, ks, tile_m: int, tile_n: int, k_block: int):
+    """(tiles, kb) of a device-scheduled launch: its tile count, and the k-blocks of its groups
+    with rows if they all have the same count, else 0 (then no stream-K)."""
+    total = kb = mixed = 0
+    for h in range(len(ms)):
+        has = _flag(ms[h] > 0)
+        kh = ks[h] // k_block
+        total = total + (ms[h] + (tile_n - 1)) // tile_n * (ns[h] // tile_m)
+        kb = kb + has * _flag(kb == 0) * kh  # (the first group with rows sets it)
+        mixed = mixed + has * _flag(kh != kb)
+    return total, kb * _flag(mixed == 0)
+
+
+def device_plan(total, kb, cta, ctas):
+    """(dp, u0, end, n_dp, items, div) of CTA `cta`: whole tiles below dp (all of them where
+    stream-K does not win), its stream-K unit range [u0, end) (counted from tile dp), its whole
+    tiles n_dp, all its work items, and the unit count as `stream_k_owners` divides by (at
+    least 1)."""
+    waves = total // ctas
+    rest = total - waves * ctas
+    whole = (waves + _flag(rest > 0)) * kb
+    # "tail": the rest over every CTA after `waves` whole waves
+    tail = rest * kb
+    short = tail // ctas
+    tail_cost = waves * kb + (tail + ctas - 1) // ctas + DEVICE_SK_SEGMENT_KB * (
+        (kb + short - 1) // (short + _flag(short == 0)))
+    # (with no whole wave every tile is cut: there it must win by DEVICE_SK_ALL_MARGIN)
+    use_tail = _flag(kb > 0) * _flag(rest > 0) * _flag(tail >= ctas) * _flag(tail_cost < whole) * (
+        1 - _flag(waves == 0) * _flag(100 * tail_cost > DEVICE_SK_ALL_MARGIN * whole))
+    # "tail2": the last whole wave too (each CTA's range then spans a tile or more: one more segment)
+    tail2_cost = (waves - 1) * kb + ((ctas + rest) * kb + ctas - 1) // ctas + DEVICE_SK_SEGMENT_KB
+    use_tail2 = (1 - use_tail) * _flag(kb > 0) * _flag(rest > 0) * _flag(waves >= 2) * _flag(tail2_cost < whole)
+    use = (use_tail + use_tail2) * int(DEVICE_STREAM_K)
+    dp = total - use * (rest + use_tail2 * ctas)
+    sk_units = (total - dp) * kb
+    u0, end = stream_k_range(cta, ctas, sk_units)
+    n_dp = (dp - cta + ctas - 1) // ctas  # (0 where dp <= cta < ctas)
+    kbs = kb + _flag(kb == 0)
+    n_sk = _flag(end > u0) * ((end - 1) // kbs - u0 // kbs + 1)
+    return dp, u0, end, n_dp, n_dp + n_sk, sk_units + _flag(sk_units == 0)
+
+
+def device_segment(j, cta, ctas, dp, u0, end, n_dp, kb, div):
+    """Work item j of CTA `cta` under `device_plan`: (tile, kb0, kb1, s, ns, whole) -- whole
+    tiles (whole == 1: kb0 = kb1 = 0, the caller runs the tile's own k-blocks), then its
+    stream-K segments: k-blocks [kb0, kb1) of tile dp + its stream-K tile, rank s of the tile's
+    ns segments (the same segments `stream_k_work` walks to)."""
+    whole = _flag(j < n_dp)
+    out = 1 - whole
+    kbs = kb + _flag(kb == 0)
+    skt = u0 // kbs + out * (j - n_dp)
+    ua = skt * kbs
+    kb0 = out * _flag(j == n_dp) * (u0 - ua)
+    left = end - ua
+    kb1 = out * (kbs + _flag(left < kbs) * (left - kbs))
+    first, last = stream_k_owners(skt, kbs, ctas, div)
+    tile = whole * (cta + j * ctas) + out * (dp + skt)
+    return tile, kb0, kb1, out * (cta - first), 1 + out * (last - first), whole
+
+
 def device_tiles_of_cta(cta, grid, shapes, tile_m: int, tile_n: int, k_block: int, groups: int = 16) -> list:
     """Host mirror of one CTA's walk (tests): [(g, nb, m0, r0g, kb), ...] for t = cta, cta +
     grid, ... < total, shapes [(M_g, N_g, K_g)] padded with zero rows to `groups`."""

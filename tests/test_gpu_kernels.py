@@ -585,6 +585,43 @@ def test_dynamic_m_device_schedule(monkeypatch):
             assert bool((c[m:] == 7.0).all()), "a C row past the new M_g was written (the old M_g's table)"
 
 
+@pytest.mark.parametrize("shape,split", [
+    (((100, 4096, 7168), (37, 4096, 7168)), "all"),  # 64 tiles x 28 k-blocks over 132 CTAs
+    (((1, 4096, 7168), (60, 4096, 7168)), "all"),  # the (256, 64) tile (M_g <= 64), 32 tiles
+    (((100, 4096, 7168), (37, 4096, 2048), (300, 4096, 4096)), "none"),  # K_g differ: whole tiles
+    (tuple((m, 4096, 7168) for m in (175, 207, 207, 254, 75, 128, 242, 31)), "tail"),  # 208 tiles
+    (((700, 7168, 2048),) * 4, "tail2"),  # 672 tiles: 4 whole waves, the 5th with the rest
+], ids=["all-g2", "all-m64", "none-mixed-K", "tail-g8", "tail2-g4"])
+def test_dynamic_m_device_stream_k(monkeypatch, shape, split):
+    """Exp. 137: the device-scheduled form's own plan (scheduler.device_plan, computed by every
+    CTA from the group table) cuts the tiles it says into stream-K segments -- all of them, those
+    past the whole waves, or past all waves but one -- and runs whole tiles elsewhere: correct,
+    fully written, and three calls bit for bit equal (the partials' flags reset; the finisher
+    adds them in a fixed order)."""
+    from nvfp4gemm import scheduler
+    from nvfp4gemm.sm90.common import sm_count
+
+    _skip_sm100()
+    monkeypatch.setattr(configs, "DYNAMIC_M", True)
+    cfg = configs.select_config("group", "sm_90a", shape)
+    assert cfg.device_schedule, cfg.short()
+    tm, tn = cfg.mma_tile_mn
+    pad = [(0, 0, 0)] * (16 - len(shape))
+    ms, ns, ks = zip(*(list(shape) + pad))
+    total, kb = (int(v) for v in scheduler.device_totals(ms, ns, ks, tm, tn, configs.K_BLOCK))
+    ctas = sm_count(torch.device("cuda"))
+    dp = int(scheduler.device_plan(total, kb, 0, ctas)[0])
+    waves = total // ctas
+    got = {total: "none", 0: "all", waves * ctas: "tail", (waves - 1) * ctas: "tail2"}.get(dp)
+    assert got == split or (split == "all" and dp == 0), (total, kb, dp)
+    data = R.generate_input(*(list(x) for x in zip(*shape)), len(shape), 1370, device="cuda", poison_padding=True)
+    outs = []
+    for i in range(3):
+        _group_call_checked(data, f"call {i}")
+        outs.append([c.clone() for _a, _b, c in data[0]])
+    assert all(torch.equal(a, b) for o in outs[1:] for a, b in zip(outs[0], o)), "calls differ"
+
+
 def test_rule_grouped_two_forms_and_mixed256():
     """The rule's two-form kernel (exp. 99: groups of both forms, >= 0.6 of the MACs wide) and
     its (256, 128) mixed form alone (exp. 100) through custom_kernel: ragged M_g and K_g,

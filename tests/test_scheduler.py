@@ -721,7 +721,7 @@ def test_grouped_rule_dynamic_m(monkeypatch):
     dyn = {configs.select_config("group", "sm_90a", s) for s in shapes}
     assert len(dyn) <= 3 < len(full)
     for cfg in dyn:
-        assert cfg.device_schedule and not cfg.split_k and not configs.check_config(cfg), cfg.short()
+        assert cfg.device_schedule and not configs.check_config(cfg), cfg.short()
     # the leaderboard shapes keep CONFIG_MAP's (full rule) configs; the rule itself would not
     assert all(configs.select_config("group", "sm_90a", s) == c for s, c in lb.items())
     assert configs.default_config("group", "sm_90a", configs.GROUP_BENCHMARKS[0], dynamic_m=True).device_schedule
@@ -909,3 +909,49 @@ def test_grouped_rule_wide_tiles(monkeypatch):
                   [(512, 14336, 4096), (384, 14336, 4096), (640, 14336, 4096)],  # 384 / 640: odd block counts
                   *configs.GROUP_BENCHMARKS, *configs.GROUP_TESTS):
         assert pick(*shape) != wide, shape
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_device_plan_segments(seed):
+    """Exp. 137's device plan: each CTA's items (scheduler.device_segment, numbered without a walk)
+    are exactly the segments scheduler.stream_k_work walks to -- whole tiles, then its stream-K
+    range cut at tile ends -- so every (tile, k-block) unit runs once, each split tile's rank 0
+    (its finisher) is its CTA's last item and every other rank its CTA's first stream-K item
+    (the kernel's stream_k_handoff relies on both).  Stream-K only with one k-block count
+    (device_totals), over the tiles past the whole waves or past all but one, never in
+    ranges of no unit."""
+    rnd = random.Random(137 + seed)
+    for _ in range(300):
+        ctas = rnd.choice([1, 3, 132])
+        kb = rnd.randint(1, 40)
+        total = rnd.randint(1, 3 * ctas)
+        units = {}
+        for cta in range(ctas):
+            dp, u0, end, n_dp, items, div = scheduler.device_plan(total, kb, cta, ctas)
+            waves = total // ctas
+            assert dp == total or (total % ctas and dp in (waves * ctas, (waves - 1) * ctas)
+                                   and (total - dp) * kb >= ctas)
+            segs = [tuple(int(v) for v in scheduler.device_segment(j, cta, ctas, dp, u0, end, n_dp, kb, div))
+                    for j in range(int(items))]
+            walk, tdp, u = [], cta, u0
+            while True:
+                t, k0, k1, s, ns, valid = (int(v) for v in scheduler.stream_k_work(tdp, u, end, cta, ctas, dp, kb, div))
+                if not valid:
+                    break
+                walk.append((t, k0, k1, s, ns))
+                tdp, u = scheduler.stream_k_advance(tdp, u, dp, ctas, k0, k1)
+            assert [(t, 0 if w else k0, kb if w else k1, s, ns) for t, k0, k1, s, ns, w in segs] == walk
+            for j, (t, k0, k1, s, ns) in enumerate(walk):
+                for k in range(k0, k1):
+                    assert (t, k) not in units
+                    units[(t, k)] = cta
+                if ns > 1 and s == 0:
+                    assert j == len(walk) - 1, "a finisher's segment is its CTA's last"
+                if ns > 1 and s > 0:
+                    assert all(w[4] == 1 for w in walk[:j]), "a partial writer's segment is its CTA's first split one"
+        assert sorted(units) == [(t, k) for t in range(total) for k in range(kb)]
+    # one K for the groups with rows, or none (a group of no rows has no say)
+    ms, ns_, ks = [100, 0, 50] + [0] * 13, [4096] * 3 + [0] * 13, [7168, 1024, 7168] + [0] * 13
+    assert tuple(int(v) for v in scheduler.device_totals(ms, ns_, ks, 256, 128, configs.K_BLOCK)) == (32, 7168 // configs.K_BLOCK)
+    ks[2] = 4096
+    assert int(scheduler.device_totals(ms, ns_, ks, 256, 128, configs.K_BLOCK)[1]) == 0

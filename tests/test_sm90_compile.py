@@ -131,8 +131,12 @@ def test_compiles_f16_wgmma_no_spills(problem, cfg, shape, tmp_path):
         # split-K pairs: the fp32 partial exchange after the mainloop, 16-byte stores into the
         # peer's shared memory, behind one proxy fence (the wgmma reads of the ring first)
         allowed = {"st.shared.b32"} | ({"st.shared::cluster.v4.f32"} if pairs else set())
-        assert set(re.findall(r"st\.shared[\w.:]*", main[0])) <= allowed, \
-            "the mixed-input kernel stores no decoded tile"
+        stores = re.findall(r"st\.shared[\w.:]*", main[0])
+        if cfg.device_schedule:  # one thread's 7-word device plan (exp. 137): a few u32 stores
+            plan = [x for x in stores if x in ("st.shared.u32", "st.shared.v2.u32", "st.shared.v4.u32")]
+            assert len(plan) <= 3, plan
+            stores = [x for x in stores if x not in plan]
+        assert set(stores) <= allowed, "the mixed-input kernel stores no decoded tile"
         assert main[0].count("fence.proxy.async") == (1 if pairs else 0), \
             "the mixed-input kernel stores no decoded tile"
         if pairs:

@@ -189,6 +189,8 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
 
         fields = {"mbar": cute.struct.MemRange[cutlass.Int64, self.ab_stages * 2],
                   "mbar16": cute.struct.MemRange[cutlass.Int64, self.a16_stages * 2],
+                  # the device plan (exp. 137; inside the first 1024 bytes with the barriers)
+                  "plan": cute.struct.MemRange[cutlass.Int32, 8],
                   "sBp": buf(cutlass.Uint8, self.a_stage_bytes * self.ab_stages),  # tile_m rows x 128 B
                   "sSF": buf(cutlass.Int32, self.sfa_atoms * SF_STAGE_BYTES // 4 * self.ab_stages),
                   "sA16": buf(cutlass.Float16, cute.cosize(self.a16_layout))}
@@ -319,25 +321,32 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         a_pipe = self._make_pipe(st.mbar16.data_ptr(), self.a16_stages, self.tx_a16, self.num_mma_threads)
         if cutlass.const_expr(cta is None):
             cta = cute.arch.block_idx()[0]
-        # work items i0, i0 + i_step, ... < i1: segments of the host's schedule, or tiles
-        i0, i1, i_step = cta, Int32(0), cute.arch.grid_dim()[0]
+        # work items i0 .. i1 - 1: segments of the host's schedule, or of the device's
+        # (`device_plan`: whole tiles, or stream-K segments, exp. 137)
+        i0, i1, dplan = Int32(0), Int32(0), None
         if cutlass.const_expr(self.device_schedule):
-            i1 = self.device_tile(meta, Int32(0))[5]
+            # one thread computes the CTA's plan, every role reads it from shared memory (each
+            # item recomputing it from the table spilled 264-696 bytes)
+            dplan = (cta, st.plan.get_tensor(cute.make_layout(8)))
+            if tidx == 0:
+                for j, v in enumerate(self.device_plan(meta, cta)):
+                    dplan[1][j] = v
         else:
             i0 = seg_offs[cta]
             i1 = seg_offs[cta + 1]
-            i_step = 1
         cute.arch.sync_threads()
+        if cutlass.const_expr(self.device_schedule):
+            i1 = dplan[1][4]
         wg = cute.arch.make_warp_uniform(tidx // 128)
         if wg == 0:
             cute.arch.warpgroup_reg_dealloc(self.load_regs)
-            self.producer(st, b_pipe, a_pipe, tma_a16, mA16, meta, row0, segs, i0, i1, i_step, tidx, warp_idx)
+            self.producer(st, b_pipe, a_pipe, tma_a16, mA16, meta, row0, segs, i0, i1, dplan, tidx, warp_idx)
         else:
             cute.arch.warpgroup_reg_alloc(self.mma_regs)
-            self.consumer(st, b_pipe, a_pipe, tiled_mma, meta, segs, i0, i1, i_step, ws_ptr, flags_ptr, cta, tidx)
+            self.consumer(st, b_pipe, a_pipe, tiled_mma, meta, segs, i0, i1, dplan, ws_ptr, flags_ptr, cta, tidx)
 
     @cute.jit
-    def producer(self, st, b_pipe, a_pipe, tma_a16, mA16, meta, row0, segs, i0, i1, i_step, tidx, warp_idx):
+    def producer(self, st, b_pipe, a_pipe, tma_a16, mA16, meta, row0, segs, i0, i1, dplan, tidx, warp_idx):
         """Per k-block of a segment: the packed B_g stage (all 128 threads, cp.async), then
         its 4 A16 sub-blocks (warp 0, TMA), each into its own stage."""
         # (128, 64, RestM, RestK64) fp16 sub-blocks of A16 (group row 0s are multiples of 128)
@@ -350,10 +359,10 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         rq = tidx // 8  # 0..15
         bst = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stages)
         ast = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.a16_stages)
-        for i in cutlass.range(i0, i1, i_step, unroll=1):
+        for i in cutlass.range(i0, i1, unroll=1):
             kb0, kb1 = Int32(0), Int32(0)
             if cutlass.const_expr(self.device_schedule):
-                g, nb, m0, r0g, kb1, _ = self.device_tile(meta, i)
+                g, nb, m0, r0g, kb0, kb1 = self.device_item(meta, dplan, i)
                 n0 = nb * self.tile_m
                 mt = (r0g + m0) // self.tile_n
             else:
@@ -398,7 +407,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
             a_pipe.producer_tail(ast)
 
     @cute.jit
-    def consumer(self, st, b_pipe, a_pipe, tiled_mma, meta, segs, i0, i1, i_step, ws_ptr, flags_ptr, cta, tidx):
+    def consumer(self, st, b_pipe, a_pipe, tiled_mma, meta, segs, i0, i1, dplan, ws_ptr, flags_ptr, cta, tidx):
         ct = tidx - 128  # consumer thread 0..255
         # tCcC: (tile_m, 128) coordinates; row r is column n0 + r of C_g, column c its row m0 + c
         tCrB, ra, tCcC, acc, b_p, sf_p, a16_p, bread, aread, afree = self.consumer_setup(st, tiled_mma, ct)
@@ -412,11 +421,12 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
             trace = ws_ptr.toint() + Int64(cute.arch.grid_dim()[0]) * self.PARTIAL_BYTES + Int64(cta) * TRACE_SLOT_BYTES
             if ct == 0:
                 decode.st_globaltimer(trace)
-        for i in cutlass.range(i0, i1, i_step, unroll=1):
-            # device schedule: whole tile i of group g (B block nb, A rows m0 ..), kb1 k-blocks
-            g, nb, m0, kb0, kb1 = Int32(0), Int32(0), Int32(0), Int32(0), Int32(0)
+        for i in cutlass.range(i0, i1, unroll=1):
+            # device schedule: item i is k-blocks [kb0, kb1) of group g's tile (B block nb, A rows
+            # m0 ..), part s of ns
+            g, nb, m0, kb0, kb1, s, ns = Int32(0), Int32(0), Int32(0), Int32(0), Int32(0), Int32(0), Int32(1)
             if cutlass.const_expr(self.device_schedule):
-                g, nb, m0, _r0g, kb1, _ = self.device_tile(meta, i)
+                g, nb, m0, _r0g, kb0, kb1, s, ns = self.device_item(meta, dplan, i, parts=True)
             acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
             # three-warpgroup form: this thread's B row counted from the stage's first scale
@@ -436,7 +446,8 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                     decode.st_globaltimer(stamp)
             finish = Int32(1)
             if cutlass.const_expr(self.device_schedule):
-                pass  # (whole tiles: every one stores)
+                if ns > 1:
+                    finish = self.stream_k_handoff(acc, ws_ptr.toint(), flags_ptr.toint(), cta, s, ns, a16_p, ct)
             elif cutlass.const_expr(self.cluster_pairs):
                 # rank s keeps rows [64 s, 64 s + 64) of the tile's C rows, summed over the
                 # pair, in its pass-0 accumulator positions, and stores only those
@@ -455,8 +466,9 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                 if ct == 0 and i - i0 < TRACE_SEGS:
                     decode.st_globaltimer(stamp + 8)
             if cutlass.const_expr(self.device_schedule):
-                self.store_c_t_staged(acc, tCcC, meta[(g, 2)], nb * self.tile_m, m0,
-                                      Int32(meta[(g, 5)]), Int32(meta[(g, 6)]), ct, c_stage)
+                if finish != 0:
+                    self.store_c_t_staged(acc, tCcC, meta[(g, 2)], nb * self.tile_m, m0,
+                                          Int32(meta[(g, 5)]), Int32(meta[(g, 6)]), ct, c_stage)
             elif cutlass.const_expr(not self.cluster_pairs):  # (a pair rank stored its rows above)
                 if finish != 0:
                     g = segs[(i, 0)]
@@ -467,6 +479,28 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                     decode.st_globaltimer(stamp + 16)
 
     # ------------------------------------------------------------------ device schedule (exp. 136)
+    @cute.jit
+    def device_plan(self, meta: cute.Tensor, cta: Int32):
+        """CTA cta's (dp, u0, end, n_dp, items, div, kb) from the group table
+        (scheduler.device_totals, device_plan)."""
+        total, kb = scheduler.device_totals(_TableColumn(meta, 5), _TableColumn(meta, 6), _TableColumn(meta, 7),
+                                            self.tile_m, self.tile_n, K_BLOCK)
+        return scheduler.device_plan(total, kb, cta, cute.arch.grid_dim()[0]) + (kb,)
+
+    @cute.jit
+    def device_item(self, meta: cute.Tensor, dplan, i: Int32, parts: bool = False):
+        """Work item i of this CTA under its device plan (`dplan`: the CTA and the plan in shared
+        memory, run_cta): (g, nb, m0, r0g, kb0, kb1) and with `parts` its stream-K rank s of ns
+        (scheduler.device_segment; a whole tile runs its group's k-blocks)."""
+        cta, plan = dplan
+        tile, kb0, kb1, s, ns, whole = scheduler.device_segment(i, cta, cute.arch.grid_dim()[0], plan[0], plan[1],
+                                                                plan[2], plan[3], plan[6], plan[5])
+        g, nb, m0, r0g, kbg, _ = self.device_tile(meta, tile)
+        kb1 = kb1 + whole * kbg
+        if cutlass.const_expr(parts):
+            return g, nb, m0, r0g, kb0, kb1, s, ns
+        return g, nb, m0, r0g, kb0, kb1
+
     @cute.jit
     def device_tile(self, meta: cute.Tensor, t: Int32):
         """(g, nb, m0, r0g, kb, total) of tile t of the device schedule from the group table
@@ -687,8 +721,10 @@ def device_launch_tables(config: KernelConfig, dev, rows, shapes) -> tuple:
     meta = rows + [[0] * META_FIELDS] * (MAX_GROUPS - len(rows))
     (meta_t,) = device_tables(dev, (meta, torch.int64))
     unused = torch.zeros(16, dtype=torch.int32, device=dev)
+    ctas = sm_count(dev)
     return (meta_t, unused, unused, unused, unused, torch.zeros((cap, k_max), dtype=torch.float16, device=dev),
-            unused.view(torch.float32), unused, cap * (k_max // 32), k_max, cap, sm_count(dev))
+            torch.empty(ctas * Sm90GroupedMixedKernel.PARTIAL_BYTES // 4, dtype=torch.float32, device=dev),
+            torch.zeros(ctas, dtype=torch.int32, device=dev), cap * (k_max // 32), k_max, cap, ctas)
 
 
 # The device schedule's A16 buffer: this many times the rows of the input a template is built
