@@ -42,6 +42,11 @@ calls").  Hence:
   points into is kept for the process's life (`_PINNED`, exps. 131-132).
 * Each template builds workspaces of its own (`cache.private_buffers`, exp. 135); calls take
   turns on one lock (`_LOCK`, exp. 134) and run under the device their tensors are on (exp. 133).
+* Under NVFP4_DYNAMIC_M, grouped signatures of a device-scheduled config (exps. 136-137: the
+  kernel computes its schedule from the group table) share one template per (config, device,
+  N_g and K_g) whatever their M_g (`_shared_templates`; a table is bound to addresses and M_g),
+  and an input with new M_g of a known structure skips the signature, validation and plan: a
+  guard that ignores the M-dependent dims, plus `_rows_match` (`_any_m_entry`).
 
 A first call of a signature costs ~50 µs (dual) to ~1 ms (8 groups) of Python plus, once per
 config, the compile; the first call of a new grouped shape also plans its schedule (~7 ms on CI's

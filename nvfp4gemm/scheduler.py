@@ -10,7 +10,10 @@ Device side (plain functions traced inline into kernels): `linear_to_mnl`;
 `TileInfoPipeline`, the shared-memory ring through which one warp broadcasts each tile to
 the other roles (computed once per tile); for grouped problems `grouped_tile_offsets`
 (host: prefix sums of per-group tile counts), `blocked_tile_range` (contiguous shares, so a
-CTA stays inside a group) and `group_and_rank`, a branch-free scan of the prefix sums.
+CTA stays inside a group) and `group_and_rank`, a branch-free scan of the prefix sums; the
+sm_90a grouped mixed kernel's device schedule (`device_tile`, `device_half`, `device_totals`,
+`device_plan`, `device_segment`: each CTA's tiles and stream-K segments from the group table's
+sizes, exps. 136-137).
 """
 
 from __future__ import annotations

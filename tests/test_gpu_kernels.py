@@ -498,8 +498,9 @@ def test_rule_exp112_widths():
 
 def test_dynamic_m_picks(monkeypatch):
     """configs.DYNAMIC_M (NVFP4_DYNAMIC_M=1: M_g that change every call) through custom_kernel:
-    random M_g sets of three (N, K) run single-form picks (no A widths, no multi-form kernel),
-    ragged M_g, poisoned scale padding, two calls each."""
+    random M_g sets of three (N, K) run single-form picks (no A widths, no multi-form kernel;
+    since exp. 136 the device-scheduled form), ragged M_g, poisoned scale padding, two calls
+    each."""
     _skip_sm100()
     monkeypatch.setattr(configs, "DYNAMIC_M", True)
     rnd = random.Random(35)

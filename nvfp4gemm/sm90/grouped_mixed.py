@@ -46,6 +46,18 @@ a named barrier before the wgmma; here nothing decoded is stored by a thread:
      through distributed shared memory (`pair_exchange`) and rank s stores C rows m0 + 64 s
      .. + 63 (`store_c_t(..., passes=1)`); any number of clusters.
 
+Device schedule (config `device_schedule`, exps. 136-137; NVFP4_DYNAMIC_M's form): no host-made
+table depends on M_g.  The pre-pass finds each half's group from the group table's M_g and K_g
+(`scheduler.device_half`; its grid covers the A16 buffer's capacity); in the main kernel one
+thread per CTA computes the CTA's plan into shared memory (`scheduler.device_totals`,
+`device_plan`: whole tiles cta, cta + grid, ..., then, where every group with rows has one K,
+stream-K segments of the tiles past the whole waves or past all but one, by a k-block model)
+and every role maps work item i to its tile or segment (`scheduler.device_segment`,
+`device_tile`); C stores and stream-K reduction as above.  One launch template serves any M_g
+whose A16 rows fit its buffer (`device_fits`).  H100, 2026-11-26: host per call with new M_g
+1.5-4.4 ms -> 121-199 us through the dispatcher; kernels 1.062x the host-planned picks (geomean,
+12 shapes).
+
 H100, 2026-11-25 (ab_compare against the stored-decode kernels the rule picks): stream-K
 256 x 128 on g8 N4096 K7168 0.938 (141 -> 132 us), g8 N7168 K2048 0.969 (exp. 78); 128 x 128
 on g2 N3072 K4096 0.982 (exp. 80); pairs 0.916-0.933 on 4 shapes with 64-66 tiles and long K
@@ -134,8 +146,9 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         # cluster, rank s runs half its k-blocks, then the pair reduce-scatters through
         # distributed shared memory (`pair_exchange`) and rank s stores its 64 rows
         self.cluster_pairs = config.cluster_mn == (2, 1)
-        # exp. 136: tiles walked in an order computed from the group table (`device_tile`), no
-        # schedule, row offsets or pre-pass prefix sums from the host; whole tiles only
+        # exps. 136-137: work items computed from the group table (`device_plan`, `device_item`:
+        # whole tiles, stream-K segments past the whole waves), no schedule, row offsets or
+        # pre-pass prefix sums from the host
         self.device_schedule = config.device_schedule
         # Sm90Common's setmaxnreg split (producer 40, consumers 232): the cp.async producer
         # fits it without spills in every form here (exp. 69's four-width 128-row form spilled)
