@@ -76,7 +76,7 @@ from nvfp4gemm import harness
 from nvfp4gemm.cache import lru_lookup, private_buffers
 from nvfp4gemm.validate import InputError, arch_of_capability, validate_device, validate_dual, validate_group
 
-_PLANS: OrderedDict = OrderedDict()  # (problem, shape, device) -> plan()
+_PLANS: OrderedDict = OrderedDict()  # (problem, shape, device, configs.DYNAMIC_M) -> plan()
 PLAN_ENTRIES = 4096
 _SIGS: OrderedDict = OrderedDict()  # input signature -> _Entry (validated, planned)
 SIG_ENTRIES = 4096
@@ -105,7 +105,9 @@ def plan(problem: str, shape, device: torch.device):
     """(arch, config, compiled kernel, kernel module) for this problem shape on `device` (cached
     per shape, the least recently used dropped beyond PLAN_ENTRIES: grouped M_g that change every
     call would grow it forever)."""
-    return lru_lookup(_PLANS, (problem, shape, device), lambda: _plan(problem, shape, device), PLAN_ENTRIES)[0]
+    # (keyed by DYNAMIC_M too: a process that switches it must not keep the other mode's picks)
+    key = (problem, shape, device, configs.DYNAMIC_M)
+    return lru_lookup(_PLANS, key, lambda: _plan(problem, shape, device), PLAN_ENTRIES)[0]
 
 
 def _plan(problem: str, shape, device: torch.device):

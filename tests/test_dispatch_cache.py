@@ -946,3 +946,20 @@ def _template_of(data):
     entry = dispatch._entry_of(data)[0]
     (tpl,) = entry.templates.values()
     return tpl
+
+
+def test_plans_follow_dynamic_m(monkeypatch):
+    """dispatch.plan caches a config per shape and per NVFP4_DYNAMIC_M: a shape planned under one
+    setting is planned again under the other (session 41's first host timing compared the two
+    modes in one process and measured the first mode's cached picks twice)."""
+    import configs
+
+    seen = []
+    monkeypatch.setattr(dispatch, "_plan", lambda problem, shape, device: seen.append(configs.DYNAMIC_M) or len(seen))
+    dispatch._PLANS.clear()
+    shape = ((100, 4096, 7168),) * 2
+    for dyn in (False, True, False, True):
+        monkeypatch.setattr(configs, "DYNAMIC_M", dyn)
+        dispatch.plan("group", shape, torch.device("cpu"))
+    assert seen == [False, True]
+    dispatch._PLANS.clear()
