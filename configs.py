@@ -2031,6 +2031,22 @@ def device_schedule_tile(shape) -> tuple | None:
     return (128, 128)
 
 
+def any_m_tile(shape) -> tuple | None:
+    """The tile of the config NVFP4_DYNAMIC_M runs a grouped shape with, where that config's
+    launch serves any M_g of its (N_g, K_g) (the dispatcher's family key, exps. 136, 138): the
+    skinny kernel's (every M_g <= SKINNY_MAX_M; its CTAs cover N_g only and read M_g from the
+    group table), else `device_schedule_tile`; None otherwise.  Cheap: called on every such call."""
+    if max(m for m, _n, _k in shape) <= SKINNY_MAX_M and all(n % 16 == 0 for _m, n, _k in shape):
+        return tuple(sm90_group_skinny(shape).mma_tile_mn)
+    return device_schedule_tile(shape)
+
+
+def launch_serves_any_m(cfg: KernelConfig) -> bool:
+    """Whether an sm_90a grouped config's launch (its tables and grid) is independent of M_g,
+    within its tile: the device-scheduled mixed form (exp. 136) and the skinny kernel (exp. 138)."""
+    return cfg.arch == "sm_90a" and cfg.problem == "group" and (cfg.device_schedule or cfg.skinny)
+
+
 def sm90_group_dynamic_pick(shape) -> KernelConfig | None:
     """DYNAMIC_M's device-scheduled config for a grouped shape, or None (module comment)."""
     tile = device_schedule_tile(shape)

@@ -227,29 +227,32 @@ def _validated(problem, data, flat, sig) -> _Entry:
     except Exception:  # noqa: BLE001  (an input this shape of pick does not fit: no hit path)
         e.pick = None
     e.templated = hasattr(mod, "DATA_SLOTS") or hasattr(mod, "pointer_args")  # (else: arguments per call)
-    # a device-scheduled config's launch does not depend on M_g: the signatures that differ only
-    # there share their templates (exp. 136)
-    e.templates = _shared_templates(e) if getattr(cfg, "device_schedule", False) else {}
+    # a device-scheduled or skinny config's launch does not depend on M_g: the signatures that
+    # differ only there share their templates (exps. 136, 138)
+    any_m = cfg is not None and configs.launch_serves_any_m(cfg)
+    e.templates = _shared_templates(e) if any_m else {}
     e.guard, e.sizes, e.n_flat = None, sig[2] if sig is not None else None, len(flat)
     e.any_m_guard = None
     if sig is not None:
         e.guard = _guard(e.used(flat))
         lru_lookup(_SIGS, sig, lambda: e, SIG_ENTRIES)
-        if getattr(cfg, "device_schedule", False):
+        if any_m:
             _register_any_m(e, flat)
     return e
 
 
-# Exp. 136: a device-scheduled grouped entry serves inputs of any M_g (NVFP4_DYNAMIC_M).  A new
+# Exps. 136, 138: a device-scheduled or skinny grouped entry serves inputs of any M_g (within its
+# tile; `configs.launch_serves_any_m`) under NVFP4_DYNAMIC_M.  A new
 # M_g set of a known (N_g, K_g, L) structure then skips full validation, the plan and the
 # Python signature (~1 ms of host on the H100 machine): a TensorGuards that leaves the dims and
 # strides that follow M_g unchecked passes its tensors, a few Python checks cover those
-# (`_rows_match`), and `configs.device_schedule_tile` picks among the structure's entries.
+# (`_rows_match`), and `configs.any_m_tile` picks among the structure's entries.
 _ANY_M: OrderedDict = OrderedDict()  # (device index, (N_g, K_g, L) per group) -> {tile: entry}
 
 
 def _register_any_m(e, flat) -> None:
-    """Make `e` (a device-scheduled signature's entry) serve the other M_g of its structure."""
+    """Make `e` (an entry of a config whose launch serves any M_g) serve the other M_g of its
+    structure."""
     used = e.used(flat)
     g = len(e.shape)
     sizes, strides = [list(t.shape) for t in used], [list(t.stride()) for t in used]
@@ -273,7 +276,7 @@ def _register_any_m(e, flat) -> None:
 
 
 def _any_m_entry(flat, sizes_t):
-    """(entry, used tensors) of a device-scheduled entry that serves this grouped input's M_g
+    """(entry, used tensors) of an entry whose launch serves this grouped input's M_g
     (`_register_any_m`), or None: then the full path (signature, validation) decides."""
     if not (_ANY_M and configs.DYNAMIC_M):
         return None
@@ -284,7 +287,7 @@ def _any_m_entry(flat, sizes_t):
         shape = tuple((int(m), n, k) for m, n, k, _l in sizes_t)
         if min(m for m, _n, _k in shape) < 1 or ("sm_90a", "group", shape) in configs.CONFIG_MAP:
             return None  # (bad sizes: validation names them; leaderboard shapes keep their pins)
-        entry = fam.get(configs.device_schedule_tile(shape))
+        entry = fam.get(configs.any_m_tile(shape))
         if entry is None or entry.n_flat != len(flat):
             return None
         used = entry.used(flat)
@@ -314,9 +317,11 @@ _SHARED: OrderedDict = OrderedDict()  # (config, device, (N_g, K_g) per group) -
 
 
 def _shared_templates(e) -> dict:
-    """The templates of every signature of `e`'s device-scheduled config, device and group N_g,
-    K_g (any M_g): the one launch serves them all while its A16 buffer has room
-    (`device_fits`), so a caller whose M_g change every call builds no template per call."""
+    """The templates of every signature of `e`'s config (one whose launch serves any M_g:
+    `configs.launch_serves_any_m`), device and group N_g, K_g: the one launch serves them all
+    while the module's `device_fits` says so (the mixed form's A16 buffer has room; the skinny
+    kernel's tile holds every M_g), so a caller whose M_g change every call builds no template
+    per call."""
     return lru_lookup(_SHARED, (e.cfg, e.device, tuple((n, k) for _m, n, k in e.shape)), dict, SIG_ENTRIES)[0]
 
 
@@ -330,10 +335,10 @@ class _Template:
         self.entry = entry
         mod = entry.mod
         self.keep = []
-        # device schedule (exp. 136): the launch serves any M_g its A16 buffer holds, so a table
-        # written for one address set is bound to its M_g too (an input may keep its addresses
-        # and change its M_g: slices of one buffer)
-        self.fits = mod.device_fits if getattr(entry.cfg, "device_schedule", False) else None
+        # a launch serving any M_g (exps. 136, 138: while `device_fits`): a table written for
+        # one address set is bound to its M_g too (an input may keep its addresses and change
+        # its M_g: slices of one buffer)
+        self.fits = mod.device_fits if entry.cfg is not None and configs.launch_serves_any_m(entry.cfg) else None
         self.capturable = handle != 0  # (torch never captures on the default stream, handle 0)
         # workspaces of its own (exp. 135), except inside a caller's capture, where the latest
         # eager template's are reused: building would upload tables, which a capture may not
@@ -722,7 +727,7 @@ _current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.curre
 def _launch(entry, data, flat, ptrs) -> None:
     handle = _stream_handle(entry.device)
     if entry.templated:
-        templates = entry.templates  # (shared by the signatures of a device-scheduled config)
+        templates = entry.templates  # (shared by the signatures of a config serving any M_g)
         tpl = templates.get(handle)
         key = (id(templates), handle)
         if tpl is None or (tpl.fits is not None and not tpl.fits(entry.cfg, tpl.args, data)):

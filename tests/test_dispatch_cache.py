@@ -858,6 +858,7 @@ def _any_m_env(monkeypatch):
     from nvfp4gemm import table_writer
     from nvfp4gemm.sm90 import grouped_gemm as gg
     from nvfp4gemm.sm90 import grouped_mixed as gm
+    from nvfp4gemm.sm90 import grouped_skinny as gs
 
     calls, order = collections.Counter(), []
     shared = torch.empty(128, dtype=torch.int64)
@@ -876,7 +877,8 @@ def _any_m_env(monkeypatch):
     monkeypatch.setattr(table_writer, "compiled", lambda arch, runnable, n=table_writer.ENTRIES, total=None: writer)
     monkeypatch.setattr(dispatch, "TABLE_WRITER", True)
     mod = types.SimpleNamespace(runtime_args=runtime_args, table_entries=gg.table_entries, writer_target=gg.writer_target,
-                                device_fits=gm.device_fits, pointer_args=lambda *a, **k: pytest.fail("no writer"))
+                                device_fits=lambda cfg, args, data: (gs if cfg.skinny else gm).device_fits(cfg, args, data),
+                                pointer_args=lambda *a, **k: pytest.fail("no writer"))
     main = lambda *args: order.append(("main", args[0]._desc.value))  # noqa: E731
     _cpu_dispatcher(monkeypatch, "validate_group", calls, main, mod)
     monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device: (
@@ -963,3 +965,20 @@ def test_plans_follow_dynamic_m(monkeypatch):
         dispatch.plan("group", shape, torch.device("cpu"))
     assert seen == [False, True]
     dispatch._PLANS.clear()
+
+
+def test_new_m_of_a_skinny_structure(monkeypatch):
+    """Exp. 138: the skinny grouped kernel's launch depends on N_g only, so under NVFP4_DYNAMIC_M
+    new M_g (up to its tile's A rows) reuse its template without validation, each with a table
+    of its own M_g; M_g past the tile's rows pick the wider tile: another entry, validated."""
+    calls, order, _gg = _any_m_env(monkeypatch)
+    dispatch.custom_kernel(R.generate_input([3, 12], [256, 256], [256, 256], 2, 1, device="cpu"))
+    assert calls == {"validate": 1, "runtime_args": 1} and _template().entry.cfg.skinny
+    tpl = _template()
+    for i, ms in enumerate(([16, 1], [9, 14], [2, 11])):  # (9-16 rows: the 16-row tile)
+        d = R.generate_input(ms, [256, 256], [256, 256], 2, 10 + i, device="cpu")
+        dispatch.custom_kernel(d)
+        assert _written_ms(order, 2) == ms and _template_of(d) is tpl
+    assert calls == {"validate": 1, "runtime_args": 1}
+    dispatch.custom_kernel(R.generate_input([4, 6], [256, 256], [256, 256], 2, 20, device="cpu"))  # (<= 8: 8-row tile)
+    assert calls["validate"] == 2 and _written_ms(order, 2) == [4, 6]

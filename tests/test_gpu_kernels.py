@@ -586,6 +586,37 @@ def test_dynamic_m_device_schedule(monkeypatch):
             assert bool((c[m:] == 7.0).all()), "a C row past the new M_g was written (the old M_g's table)"
 
 
+def test_dynamic_m_skinny(monkeypatch):
+    """Exp. 138: under NVFP4_DYNAMIC_M the skinny grouped kernel (every M_g <= 16) serves new M_g
+    through one launch template per tile (its launch depends on N_g only): six inputs with new
+    M_g of 9-16 rows, each correct and fully written, one template; then the same addresses
+    with fewer rows (slices of the last input) write no C row past them."""
+    from nvfp4gemm import dispatch
+
+    _skip_sm100()
+    monkeypatch.setattr(configs, "DYNAMIC_M", True)
+    dispatch.clear_caches()
+    rnd = random.Random(138)
+    made = set()
+    for j in range(6):
+        ms = [rnd.randint(9, 16)] + [rnd.randint(1, 16) for _ in range(7)]
+        shape = tuple((m, 7168, 2048) for m in ms)
+        assert configs.select_config("group", "sm_90a", shape).skinny
+        data = R.generate_input(ms, [7168] * 8, [2048] * 8, 8, 1380 + j, device="cuda", poison_padding=True)
+        _group_call_checked(data, f"M_g {ms}")
+        entry = dispatch._entry_of(data)[0]
+        made.add(id(entry.templates[dispatch._stream_handle(entry.device)]))
+    assert len(made) == 1, "one template for every M_g of the 16-row tile"
+    small = [max(1, m // 2) for m in ms]
+    small[0] = 9  # (the same tile)
+    view = _rows_view(data, small)
+    for (_a, _b, c), m in zip(data[0], small):
+        c[m:].fill_(7.0)
+    _group_call_checked(view, f"the same addresses with M_g {small}")
+    for (_a, _b, c), m in zip(data[0], small):
+        assert bool((c[m:] == 7.0).all()), "a C row past the new M_g was written"
+
+
 @pytest.mark.parametrize("shape,split", [
     (((100, 4096, 7168), (37, 4096, 7168)), "all"),  # 64 tiles x 28 k-blocks over 132 CTAs
     (((1, 4096, 7168), (60, 4096, 7168)), "all"),  # the (256, 64) tile (M_g <= 64), 32 tiles

@@ -108,6 +108,13 @@ def compile_args(config: KernelConfig, shapes) -> tuple:
             Int32(1), make_fake_stream())
 
 
+def device_fits(config: KernelConfig, args, data) -> bool:
+    """Whether a launch built by `runtime_args` for `config` runs the grouped input `data`: its
+    tables and grid depend on N_g only (one CTA per R rows of B_g), so any M_g up to the tile's
+    A rows (exp. 138: the dispatcher's launch template serves every such M_g)."""
+    return max(size[0] for size in data[3]) <= config.mma_tile_mn[1]
+
+
 def runtime_args(data, config: KernelConfig, stream, keep=None) -> tuple:
     """The group table and the CTA prefix sums as device tensors (grouped_gemm.grouped_tables,
     cached; `keep`, a list: gets them); one CTA per work item (no split: items = sum_g N_g / R).
