@@ -544,6 +544,18 @@ def _rows_view(data, ms):
             [(m, *s[1:]) for m, s in zip(ms, sizes)])
 
 
+def _fewer_rows_checked(data, small, what):
+    """The first small[g] rows of each group of `data` (same addresses, other M_g: `_rows_view`)
+    through custom_kernel, correct and fully written, with canaries in the rows of C past them
+    that must survive (a table written for the old M_g would overwrite them)."""
+    view = _rows_view(data, small)
+    for (_a, _b, c), m in zip(data[0], small):
+        c[m:].fill_(7.0)
+    _group_call_checked(view, f"{what}: the same addresses with M_g {small}")
+    for (_a, _b, c), m in zip(data[0], small):
+        assert bool((c[m:] == 7.0).all()), f"{what}: a C row past the new M_g was written"
+
+
 def test_dynamic_m_device_schedule(monkeypatch):
     """Exp. 136: NVFP4_DYNAMIC_M's device-scheduled form through custom_kernel.  For three (N, K),
     a run of inputs whose M_g change every call (1-300, ragged, groups of one row, poisoned scale
@@ -576,14 +588,7 @@ def test_dynamic_m_device_schedule(monkeypatch):
             made.add(id(tpl))
         # one template per config, plus at most the rebuild of the last (larger) input's
         assert len(made) <= len(by_cfg) + 1, (len(made), [c.short() for c in by_cfg])
-        # the same addresses, fewer rows: canaries in the rows of C past the new M_g
-        small = [max(1, m // 3) for m in ms]
-        view = _rows_view(data, small)
-        for (_a, _b, c), m in zip(data[0], small):
-            c[m:].fill_(7.0)
-        _group_call_checked(view, f"N{n} K{k} the same addresses with M_g {small}")
-        for (_a, _b, c), m in zip(data[0], small):
-            assert bool((c[m:] == 7.0).all()), "a C row past the new M_g was written (the old M_g's table)"
+        _fewer_rows_checked(data, [max(1, m // 3) for m in ms], f"N{n} K{k}")
 
 
 def test_dynamic_m_skinny(monkeypatch):
@@ -607,14 +612,7 @@ def test_dynamic_m_skinny(monkeypatch):
         entry = dispatch._entry_of(data)[0]
         made.add(id(entry.templates[dispatch._stream_handle(entry.device)]))
     assert len(made) == 1, "one template for every M_g of the 16-row tile"
-    small = [max(1, m // 2) for m in ms]
-    small[0] = 9  # (the same tile)
-    view = _rows_view(data, small)
-    for (_a, _b, c), m in zip(data[0], small):
-        c[m:].fill_(7.0)
-    _group_call_checked(view, f"the same addresses with M_g {small}")
-    for (_a, _b, c), m in zip(data[0], small):
-        assert bool((c[m:] == 7.0).all()), "a C row past the new M_g was written"
+    _fewer_rows_checked(data, [9] + [max(1, m // 2) for m in ms[1:]], "skinny")  # (9 rows: the same tile)
 
 
 @pytest.mark.parametrize("shape,split", [
