@@ -82,9 +82,9 @@ class KernelConfig:
     # (`form_parts`, `mixed_group_forms_plan`); () for one form.  mma_tile_mn is the first
     # form's tile
     forms: tuple = ()
-    # sm_90a grouped mixed-input kernel, one form, whole tiles: each CTA walks tiles t = its
-    # index, + the grid, ... in an order it computes from the group table's M_g (no host-made
-    # schedule), so one launch template serves every M_g (NVFP4_DYNAMIC_M callers)
+    # sm_90a grouped mixed-input kernel, one form: each CTA computes its whole tiles and stream-K
+    # segments from the group table's sizes (no host-made schedule), so one launch template
+    # serves every M_g (NVFP4_DYNAMIC_M callers; `sm90_group_mixed_dynamic`, exps. 136-137)
     device_schedule: bool = False
 
     @property
@@ -1749,6 +1749,12 @@ def sm90_dual_skinny(shape) -> KernelConfig:
     return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=4, ab_stages=3 if tn == 8 else 2)
 
 
+def group_skinny_ok(shape) -> bool:
+    """Whether the sm_90a rule runs a grouped shape on the skinny kernel (every M_g <= SKINNY_MAX_M,
+    every N_g % 16 == 0): `default_config` and the dispatcher's `any_m_tile` alike."""
+    return max(m for m, _n, _k in shape) <= SKINNY_MAX_M and all(n % 16 == 0 for _m, n, _k in shape)
+
+
 def sm90_group_skinny(shape) -> KernelConfig:
     """sm_90a grouped GEMM with every M_g <= 16 (MoE decode; nvfp4gemm/sm90/grouped_skinny.py):
     32 rows of B_g per CTA (two m16 row groups: the per-warp work of the dual kernel's 16 rows
@@ -2036,7 +2042,7 @@ def any_m_tile(shape) -> tuple | None:
     launch serves any M_g of its (N_g, K_g) (the dispatcher's family key, exps. 136, 138): the
     skinny kernel's (every M_g <= SKINNY_MAX_M; its CTAs cover N_g only and read M_g from the
     group table), else `device_schedule_tile`; None otherwise.  Cheap: called on every such call."""
-    if max(m for m, _n, _k in shape) <= SKINNY_MAX_M and all(n % 16 == 0 for _m, n, _k in shape):
+    if group_skinny_ok(shape):
         return tuple(sm90_group_skinny(shape).mma_tile_mn)
     return device_schedule_tile(shape)
 
@@ -2054,8 +2060,9 @@ def sm90_group_dynamic_pick(shape) -> KernelConfig | None:
 
 
 def default_config(problem: str, arch: str, shape, dynamic_m: bool = False) -> KernelConfig:
-    """The rule's config for a shape; `dynamic_m` (DYNAMIC_M, by `select_config`): without exp.
-    112's A widths and without the multi-form kernels of exps. 99 and 108 (exp. 119)."""
+    """The rule's config for a shape; `dynamic_m` (DYNAMIC_M, by `select_config`): grouped shapes
+    past the skinny kernel run the device-scheduled form where a tile divides every N_g (exp.
+    136), else the rule without exp. 112's A widths and the multi-form kernels (exp. 119)."""
     if arch == "sm_100a":
         if problem == "dual":
             m, n, _, _ = shape
@@ -2099,7 +2106,7 @@ def default_config(problem: str, arch: str, shape, dynamic_m: bool = False) -> K
     # kernel on 12 of 13 shapes timed, a tie on M_g 1..16 N 7168 K 2048; notes/sm90.md
     # experiments 43, 45); otherwise rank the legal tiles
     # by the cost model (128 x 256, 128 x 128, swap 256 x 64), 128 x 64 when N only allows that
-    if max(m for m, _, _ in shape) <= SKINNY_MAX_M and all(n % 16 == 0 for _, n, _ in shape):
+    if group_skinny_ok(shape):
         return sm90_group_skinny(shape)
     if dynamic_m:
         dyn = sm90_group_dynamic_pick(shape)

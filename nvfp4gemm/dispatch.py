@@ -42,11 +42,12 @@ calls").  Hence:
   points into is kept for the process's life (`_PINNED`, exps. 131-132).
 * Each template builds workspaces of its own (`cache.private_buffers`, exp. 135); calls take
   turns on one lock (`_LOCK`, exp. 134) and run under the device their tensors are on (exp. 133).
-* Under NVFP4_DYNAMIC_M, grouped signatures of a device-scheduled config (exps. 136-137: the
-  kernel computes its schedule from the group table) share one template per (config, device,
-  N_g and K_g) whatever their M_g (`_shared_templates`; a table is bound to addresses and M_g),
-  and an input with new M_g of a known structure skips the signature, validation and plan: a
-  guard that ignores the M-dependent dims, plus `_rows_match` (`_any_m_entry`).
+* Grouped signatures of a config whose launch serves any M_g (`configs.launch_serves_any_m`: the
+  device-scheduled mixed form, exps. 136-137, and the skinny kernel, exp. 138) share one template
+  per (config, device, N_g and K_g) whatever their M_g (`_shared_templates`; a table is bound to addresses and M_g),
+  and under NVFP4_DYNAMIC_M an input with new M_g of a known structure skips the signature,
+  validation and plan: a
+  guard that ignores the M-dependent dims, plus `validate.group_rows_match` (`_any_m_entry`).
 
 A first call of a signature costs ~50 µs (dual) to ~1 ms (8 groups) of Python plus, once per
 config, the compile; the first call of a new grouped shape also plans its schedule (~7 ms on CI's
@@ -74,7 +75,8 @@ import configs
 from configs import select_config
 from nvfp4gemm import harness
 from nvfp4gemm.cache import lru_lookup, private_buffers
-from nvfp4gemm.validate import InputError, arch_of_capability, validate_device, validate_dual, validate_group
+from nvfp4gemm.validate import (InputError, arch_of_capability, group_rows_match, validate_device, validate_dual,
+                                validate_group)
 
 _PLANS: OrderedDict = OrderedDict()  # (problem, shape, device, configs.DYNAMIC_M) -> plan()
 PLAN_ENTRIES = 4096
@@ -246,7 +248,7 @@ def _validated(problem, data, flat, sig) -> _Entry:
 # M_g set of a known (N_g, K_g, L) structure then skips full validation, the plan and the
 # Python signature (~1 ms of host on the H100 machine): a TensorGuards that leaves the dims and
 # strides that follow M_g unchecked passes its tensors, a few Python checks cover those
-# (`_rows_match`), and `configs.any_m_tile` picks among the structure's entries.
+# (`validate.group_rows_match`), and `configs.any_m_tile` picks among the structure's entries.
 _ANY_M: OrderedDict = OrderedDict()  # (device index, (N_g, K_g, L) per group) -> {tile: entry}
 
 
@@ -256,6 +258,7 @@ def _register_any_m(e, flat) -> None:
     used = e.used(flat)
     g = len(e.shape)
     sizes, strides = [list(t.shape) for t in used], [list(t.stride()) for t in used]
+    # (the dims and strides validate.group_rows_match checks instead)
     for i in range(g):  # a_g, c_g (M, cols, 1): rows and the batch stride (L = 1: unchecked)
         for j in (3 * i, 3 * i + 2):
             sizes[j][0] = strides[j][2] = None
@@ -291,26 +294,12 @@ def _any_m_entry(flat, sizes_t):
         if entry is None or entry.n_flat != len(flat):
             return None
         used = entry.used(flat)
-        if not (entry.any_m_guard.check(*used) and _rows_match(used, shape)):
+        if not (entry.any_m_guard.check(*used) and group_rows_match(used, shape)):
             return None
         # (the pre-pass indexes halves in 32 bits: Sm90GroupedMixedKernel.can_implement)
         return (entry, used) if sum(m * (k // 32) for m, _n, k in shape) < 2**31 else None
     except Exception:  # noqa: BLE001  (anything unexpected: the full path names it)
         return None
-
-
-def _rows_match(used, shape) -> bool:
-    """The dims and strides `_register_any_m`'s guard leaves unchecked, as validation wants them
-    for these M_g: a_g and c_g have M_g rows, sfa_perm_g ceil(M_g / 128) row atoms and the batch
-    stride of a contiguous tensor of them."""
-    g = len(shape)
-    for i, (m, _n, _k) in enumerate(shape):
-        sfa = used[3 * g + 2 * i]
-        rm = -(-m // 128)
-        if used[3 * i].shape[0] != m or used[3 * i + 2].shape[0] != m or sfa.shape[2] != rm \
-                or sfa.stride(5) != rm * sfa.shape[4] * 512:
-            return False
-    return True
 
 
 _SHARED: OrderedDict = OrderedDict()  # (config, device, (N_g, K_g) per group) -> {stream: _Template}
@@ -648,7 +637,7 @@ def _entry_of(data):
     used = entry.used(flat) if entry is not None and entry.sizes == sizes_t and entry.n_flat == len(flat) else None
     hit = used is not None and _guard_passes(entry, used)
     if not hit and problem == "group" and sizes_t is not None:
-        any_m = _any_m_entry(flat, sizes_t)  # (new M_g of a device-scheduled structure)
+        any_m = _any_m_entry(flat, sizes_t)  # (new M_g of a structure whose launch serves any M_g)
         if any_m is not None:
             (entry, used), hit = any_m, True
     if not hit:

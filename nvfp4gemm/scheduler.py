@@ -147,8 +147,8 @@ def group_and_rank(idx, offsets, num_groups: int):
 
 # ------------------------------------------- device schedule of the grouped mixed kernel (exp. 136)
 # The sm_90a grouped mixed-input kernel with config.device_schedule walks whole tiles t = CTA,
-# + grid, ... and finds each tile's group, B block and A rows from the group table's M_g, N_g,
-# K_g (no host-made schedule), so one launch serves any M_g.  Plain functions: traced inline
+# + grid, ... (and stream-K segments, exp. 137 below) and finds each tile's group, B block and A
+# rows from the group table's M_g, N_g, K_g (no host-made schedule), so one launch serves any M_g.  Plain functions: traced inline
 # into the kernel (Int32 sizes read from the table) and run by the tests (Python ints).
 # Group g owns ceil(M_g / tile_n) x (N_g / tile_m) tiles after group g - 1's, each B block's A
 # blocks consecutive (the CTAs that start together share B blocks: exp. 102's waves); its A16
@@ -173,13 +173,6 @@ def device_tile(t, ms, ns, ks, tile_m: int, tile_n: int, k_block: int):
     mb = mb + _flag(mb == 0)  # (t past the last tile, in a group of no rows: no division by zero)
     local = t - first
     return g, local // mb, (local % mb) * tile_n, r0g, ks[g] // k_block, total
-
-
-class _IntIndexed(tuple):
-    """A tuple indexed by Python ints or host-side DSL integers (`device_tiles_of_cta`)."""
-
-    def __getitem__(self, i):
-        return tuple.__getitem__(self, int(i))
 
 
 def device_half(t, ms, ks, tile_n: int):
@@ -274,6 +267,13 @@ def device_segment(j, cta, ctas, dp, u0, end, n_dp, kb, div):
     first, last = stream_k_owners(skt, kbs, ctas, div)
     tile = whole * (cta + j * ctas) + out * (dp + skt)
     return tile, kb0, kb1, out * (cta - first), 1 + out * (last - first), whole
+
+
+class _IntIndexed(tuple):
+    """A tuple indexed by Python ints or host-side DSL integers (`device_tiles_of_cta`)."""
+
+    def __getitem__(self, i):
+        return tuple.__getitem__(self, int(i))
 
 
 def device_tiles_of_cta(cta, grid, shapes, tile_m: int, tile_n: int, k_block: int, groups: int = 16) -> list:

@@ -35,13 +35,19 @@ def _check_scales(name: str, sf, mn: int, k: int, l: int) -> None:
     _need(tuple(sf.shape) == (mn, k // SF_VEC, l), lambda: f"{name} must have shape {(mn, k // SF_VEC, l)} (mn, K/16, L), got {tuple(sf.shape)}")
 
 
+def permuted_strides(rm: int, rk: int) -> tuple:
+    """Strides of a permuted scale tensor (32, 4, rm, 4, rk, L): the permutation (3,4,1,5,2,0) of a
+    contiguous (L, rm, rk, 32, 4, 4) tensor."""
+    return (16, 4, rk * 512, 1, 512, rm * rk * 512)
+
+
 def _check_permuted(name: str, sfp, mn: int, k: int, l: int) -> None:
     want = permuted_shape(mn, k // SF_VEC, l)
     _need(isinstance(sfp, torch.Tensor), lambda: f"{name} must be a torch.Tensor")
     _need(sfp.dtype == FP8, lambda: f"{name} must have dtype torch.float8_e4m3fn, got {sfp.dtype}")
     _need(tuple(sfp.shape) == want, lambda: f"{name} must have the permuted shape {want} (32, 4, ceil(mn/128), 4, ceil(K/64), L), got {tuple(sfp.shape)}")
     rm, rk = want[2], want[4]
-    strides = (16, 4, rk * 512, 1, 512, rm * rk * 512)
+    strides = permuted_strides(rm, rk)
     _need(sfp.stride() == strides, lambda: f"{name} must be the permutation (3,4,1,5,2,0) of a contiguous (L, rm, rk, 32, 4, 4) tensor, strides {strides}; got {sfp.stride()}")
 
 
@@ -116,6 +122,22 @@ def validate_group(data):
     for err in check_shape("group", shape):
         raise InputError(err)
     return tuple(shape), used
+
+
+def group_rows_match(used, shape) -> bool:
+    """For the dispatcher's any-M path (exps. 136, 138): whether the grouped input whose used
+    tensors are `used` (each group's a, b, c, then each group's sfa_perm, sfb_perm) has, in the
+    dims and strides that follow M_g, what `validate_group` wants for `shape` ((M_g, N_g, K_g) per
+    group): a_g and c_g M_g rows, sfa_perm_g ceil(M_g / 128) row atoms and their batch stride.
+    The caller checks every other dim and stride (a guard taken from a validated input)."""
+    g = len(shape)
+    for i, (m, _n, _k) in enumerate(shape):
+        sfa = used[3 * g + 2 * i]
+        rm = -(-m // 128)
+        if used[3 * i].shape[0] != m or used[3 * i + 2].shape[0] != m or sfa.shape[2] != rm \
+                or sfa.stride(5) != permuted_strides(rm, sfa.shape[4])[5]:
+            return False
+    return True
 
 
 def validate_device(used) -> torch.device:

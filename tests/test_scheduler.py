@@ -735,6 +735,14 @@ def test_grouped_rule_dynamic_m(monkeypatch):
     assert pick(((8, 4096, 7168),) * 8).skinny  # M_g <= 16
     host = pick(((100, 4096 + 64, 7168),) * 2)  # no 128-row tile divides N_g
     assert not host.device_schedule and not host.forms, host.short()
+    # the dispatcher's any-M family key (configs.any_m_tile) is the tile of the rule's pick
+    # wherever that pick's launch serves any M_g, and None elsewhere
+    for _ in range(300):
+        n = rnd.choice([1024, 2048, 3072, 4096 + 64, 7168])
+        shape = tuple((rnd.choice([rnd.randint(1, 16), rnd.randint(1, 300)]), n, 2048) for _ in range(rnd.randint(1, 8)))
+        cfg = pick(shape)
+        want = tuple(cfg.mma_tile_mn) if configs.launch_serves_any_m(cfg) else None
+        assert configs.any_m_tile(shape) == want, (shape, cfg.short())
 
 
 def _device_walk(shapes, tile, grid):
