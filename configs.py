@@ -1941,7 +1941,15 @@ WIDTHS_MARGIN = 0.97
 # H100 machines, not 5.0-5.4, for kernels 1.088x slower (geomean; 0.99-1.22 on 12 random g4-16
 # shapes) -- the right trade where every call is a new shape.  CONFIG_MAP's entries (the
 # leaderboard shapes) are the full rule's either way.
-DYNAMIC_M = os.environ.get("NVFP4_DYNAMIC_M") == "1"
+# NVFP4_DYNAMIC_M: "1" plans every grouped shape this way (DYNAMIC_M); "0" never; unset or "auto"
+# (DYNAMIC_M_AUTO, exp. 139): the dispatcher plans a shape this way once its (N_g, K_g) structure
+# has been planned for DYNAMIC_M_AFTER other M_g sets (`dispatch._m_churns`), as torch.compile
+# marks a dim dynamic once it has changed.
+_DYNAMIC_M_ENV = os.environ.get("NVFP4_DYNAMIC_M", "auto").strip().lower() or "auto"
+if _DYNAMIC_M_ENV not in ("0", "1", "auto"):
+    raise ValueError(f"NVFP4_DYNAMIC_M must be 0, 1 or auto, got {_DYNAMIC_M_ENV!r}")
+DYNAMIC_M = _DYNAMIC_M_ENV == "1"
+DYNAMIC_M_AUTO = _DYNAMIC_M_ENV == "auto"
 
 
 def _sm90_group_widths(shape, pick: KernelConfig) -> KernelConfig | None:
@@ -2246,10 +2254,11 @@ CONFIG_MAP: dict[tuple[str, str, tuple], KernelConfig] = {
 }
 
 
-def select_config(problem: str, arch: str, shape) -> KernelConfig:
-    """The config for this shape: the CONFIG_MAP entry if there is one, else the rule."""
+def select_config(problem: str, arch: str, shape, dynamic_m: bool | None = None) -> KernelConfig:
+    """The config for this shape: the CONFIG_MAP entry if there is one, else the rule
+    (`dynamic_m`: for M_g that change every call; None: DYNAMIC_M)."""
     key = (arch, problem, shape_key(problem, shape))
     cfg = CONFIG_MAP.get(key)
     if cfg is None or not fits(cfg, key[2]):
-        cfg = default_config(problem, arch, key[2], dynamic_m=DYNAMIC_M)
+        cfg = default_config(problem, arch, key[2], dynamic_m=DYNAMIC_M if dynamic_m is None else dynamic_m)
     return cfg

@@ -48,6 +48,8 @@ calls").  Hence:
   and under NVFP4_DYNAMIC_M an input with new M_g of a known structure skips the signature,
   validation and plan: a
   guard that ignores the M-dependent dims, plus `validate.group_rows_match` (`_any_m_entry`).
+  With NVFP4_DYNAMIC_M unset (auto, exp. 139) a structure switches to that mode once it has been
+  planned for DYNAMIC_M_AFTER M_g sets (`_m_churns`).
 
 A first call of a signature costs ~50 µs (dual) to ~1 ms (8 groups) of Python plus, once per
 config, the compile; the first call of a new grouped shape also plans its schedule (~7 ms on CI's
@@ -78,7 +80,7 @@ from nvfp4gemm.cache import lru_lookup, private_buffers
 from nvfp4gemm.validate import (InputError, arch_of_capability, group_rows_match, validate_device, validate_dual,
                                 validate_group)
 
-_PLANS: OrderedDict = OrderedDict()  # (problem, shape, device, configs.DYNAMIC_M) -> plan()
+_PLANS: OrderedDict = OrderedDict()  # (problem, shape, device, dynamic_m) -> plan()
 PLAN_ENTRIES = 4096
 _SIGS: OrderedDict = OrderedDict()  # input signature -> _Entry (validated, planned)
 SIG_ENTRIES = 4096
@@ -103,18 +105,20 @@ def _capability(device: torch.device) -> tuple[int, int]:
     return torch.cuda.get_device_capability(device)
 
 
-def plan(problem: str, shape, device: torch.device):
+def plan(problem: str, shape, device: torch.device, dynamic_m: bool | None = None):
     """(arch, config, compiled kernel, kernel module) for this problem shape on `device` (cached
     per shape, the least recently used dropped beyond PLAN_ENTRIES: grouped M_g that change every
-    call would grow it forever)."""
-    # (keyed by DYNAMIC_M too: a process that switches it must not keep the other mode's picks)
-    key = (problem, shape, device, configs.DYNAMIC_M)
-    return lru_lookup(_PLANS, key, lambda: _plan(problem, shape, device), PLAN_ENTRIES)[0]
+    call would grow it forever); `dynamic_m`: the rule for M_g that change every call (None:
+    configs.DYNAMIC_M)."""
+    dynamic_m = configs.DYNAMIC_M if dynamic_m is None else dynamic_m
+    # (keyed by dynamic_m too: a shape planned in both modes must not keep the other mode's pick)
+    key = (problem, shape, device, dynamic_m)
+    return lru_lookup(_PLANS, key, lambda: _plan(problem, shape, device, dynamic_m), PLAN_ENTRIES)[0]
 
 
-def _plan(problem: str, shape, device: torch.device):
+def _plan(problem: str, shape, device: torch.device, dynamic_m: bool):
     arch = arch_of_capability(_capability(device))
-    cfg = select_config(problem, arch, shape)
+    cfg = select_config(problem, arch, shape, dynamic_m)
     mod, cls = harness.kernel_module(problem, arch, cfg)
     try:  # arch-specific shape rules (e.g. sm_100a dual M % 128), before any launch
         cls.can_implement(cfg, *shape) if problem == "dual" else cls.can_implement(cfg, shape)
@@ -215,7 +219,8 @@ def _validated(problem, data, flat, sig) -> _Entry:
     """Full validation and the plan of a new signature (InputError before anything is written)."""
     shape, used = validate_dual(data) if problem == "dual" else validate_group(data)
     device = validate_device(used)
-    _arch, cfg, ck, mod = plan(problem, shape, device)
+    dynamic_m = configs.DYNAMIC_M or (problem == "group" and configs.DYNAMIC_M_AUTO and _m_churns(device, shape))
+    _arch, cfg, ck, mod = plan(problem, shape, device, dynamic_m)
     e = _Entry()
     e.problem, e.shape, e.device, e.cfg, e.ck, e.mod = problem, shape, device, cfg, ck, mod
     used_ids = {id(t) for _name, t in used}
@@ -251,6 +256,34 @@ def _validated(problem, data, flat, sig) -> _Entry:
 # (`validate.group_rows_match`), and `configs.any_m_tile` picks among the structure's entries.
 _ANY_M: OrderedDict = OrderedDict()  # (device index, (N_g, K_g, L) per group) -> {tile: entry}
 
+# Exp. 139, NVFP4_DYNAMIC_M unset or "auto" (configs.DYNAMIC_M_AUTO): a structure (device, N_g and
+# K_g per group) validated for more than DYNAMIC_M_AFTER distinct M_g sets is an MoE-like caller's:
+# its next new M_g sets are planned as under NVFP4_DYNAMIC_M=1 and take `_any_m_entry`.  Each new
+# M_g set cost it a plan before (1.5-4.4 ms of host with the full rule's forms search on the
+# H100 machine) and often a compile of its own (exp. 112's widths: 86 configs for 200 random g8
+# shapes, ~13 s each on CI's CPU).  Fixed shapes (the leaderboard's: one M_g set per structure)
+# never switch.
+DYNAMIC_M_AFTER = 2
+_M_SETS: OrderedDict = OrderedDict()  # (device index, (N_g, K_g) per group) -> M_g sets (up to DYNAMIC_M_AFTER + 1)
+
+
+def _device_index(device) -> int:
+    return device.index if device.index is not None else -1  # (as Tensor.get_device())
+
+
+def _m_churns(device, shape) -> bool:
+    """Counts a validated grouped shape's M_g set against its structure: whether the structure
+    now has more than DYNAMIC_M_AFTER of them (this one included)."""
+    seen = lru_lookup(_M_SETS, (_device_index(device), tuple((n, k) for _m, n, k in shape)), set, SIG_ENTRIES)[0]
+    if len(seen) <= DYNAMIC_M_AFTER:
+        seen.add(tuple(m for m, _n, _k in shape))
+    return len(seen) > DYNAMIC_M_AFTER
+
+
+def _churned(index: int, shape) -> bool:
+    """Whether the structure of `shape` on device `index` has switched (`_m_churns`)."""
+    return len(_M_SETS.get((index, tuple((n, k) for _m, n, k in shape)), ())) > DYNAMIC_M_AFTER
+
 
 def _register_any_m(e, flat) -> None:
     """Make `e` (an entry of a config whose launch serves any M_g) serve the other M_g of its
@@ -274,22 +307,26 @@ def _register_any_m(e, flat) -> None:
     except Exception:  # noqa: BLE001  (a torch whose TensorGuards differs: no fast path)
         e.any_m_guard = None
         return
-    key = (e.device.index if e.device.index is not None else -1, tuple(s[1:] for s in e.sizes))  # (get_device())
+    key = (_device_index(e.device), tuple(s[1:] for s in e.sizes))
     lru_lookup(_ANY_M, key, dict, SIG_ENTRIES)[0][tuple(e.cfg.mma_tile_mn)] = e
 
 
 def _any_m_entry(flat, sizes_t):
     """(entry, used tensors) of an entry whose launch serves this grouped input's M_g
-    (`_register_any_m`), or None: then the full path (signature, validation) decides."""
-    if not (_ANY_M and configs.DYNAMIC_M):
+    (`_register_any_m`), or None: then the full path (signature, validation) decides.  Under
+    NVFP4_DYNAMIC_M=1, or in auto mode once the structure has switched (`_churned`)."""
+    if not (_ANY_M and (configs.DYNAMIC_M or configs.DYNAMIC_M_AUTO)):
         return None
     try:
-        fam = _ANY_M.get((flat[0].get_device(), tuple(s[1:] for s in sizes_t)))
+        index = flat[0].get_device()
+        fam = _ANY_M.get((index, tuple(s[1:] for s in sizes_t)))
         if fam is None:
             return None
         shape = tuple((int(m), n, k) for m, n, k, _l in sizes_t)
         if min(m for m, _n, _k in shape) < 1 or ("sm_90a", "group", shape) in configs.CONFIG_MAP:
             return None  # (bad sizes: validation names them; leaderboard shapes keep their pins)
+        if not (configs.DYNAMIC_M or _churned(index, shape)):
+            return None
         entry = fam.get(configs.any_m_tile(shape))
         if entry is None or entry.n_flat != len(flat):
             return None
@@ -602,7 +639,7 @@ _RECENT: dict = {}  # problem -> the entry of its latest input (checked first, b
 
 def clear_caches() -> None:
     """Forget every signature, template and recent input (tests; plans and compiles stay)."""
-    for cache in (_SIGS, _TEMPLATES, _LAST, _RECENT, _SHARED, _ANY_M):
+    for cache in (_SIGS, _TEMPLATES, _LAST, _RECENT, _SHARED, _ANY_M, _M_SETS):
         cache.clear()
     if not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
         _bury()

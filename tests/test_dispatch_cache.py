@@ -68,7 +68,7 @@ def _cpu_dispatcher(monkeypatch, validator: str, calls, fn, mod):
 
     monkeypatch.setattr(dispatch, validator, counted)
     monkeypatch.setattr(dispatch, "validate_device", lambda used: torch.device("cpu"))
-    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device: ("sm_90a", None, types.SimpleNamespace(fn=fn), mod))
+    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device, dynamic_m=None: ("sm_90a", None, types.SimpleNamespace(fn=fn), mod))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=0))
     dispatch.clear_caches()
 
@@ -101,7 +101,7 @@ def test_threads_do_not_mix_their_addresses(monkeypatch):
     seen = []
     fn = lambda *args: seen.append((threading.get_ident(), _pointers(args)))  # noqa: E731
     mod = dispatch.plan(None, None, None)[3]
-    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device: ("sm_90a", None, types.SimpleNamespace(fn=fn), mod))
+    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device, dynamic_m=None: ("sm_90a", None, types.SimpleNamespace(fn=fn), mod))
     point_at = dispatch._Template._point_at
 
     def slow_point_at(self, *a):  # (a thread switch right after the rewrite)
@@ -483,7 +483,7 @@ def _writer_env(monkeypatch, handle=0):
                                 pointer_args=lambda *a, **k: pytest.fail("pointer_args used with the writer on"))
     main = lambda *args: order.append(("main", args[0]._desc.value))  # noqa: E731
     _cpu_dispatcher(monkeypatch, "validate_group", calls, main, mod)
-    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device: (
+    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device, dynamic_m=None: (
         "sm_90a", None, types.SimpleNamespace(fn=main, arch="sm_90a", runnable=False), mod))
     monkeypatch.setattr(dispatch, "_stream_handle", lambda device: handle)
     capturing = [False if handle else None]
@@ -881,9 +881,12 @@ def _any_m_env(monkeypatch):
                                 pointer_args=lambda *a, **k: pytest.fail("no writer"))
     main = lambda *args: order.append(("main", args[0]._desc.value))  # noqa: E731
     _cpu_dispatcher(monkeypatch, "validate_group", calls, main, mod)
-    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device: (
-        "sm_90a", configs.select_config(problem, "sm_90a", shape),
-        types.SimpleNamespace(fn=main, arch="sm_90a", runnable=False), mod))
+    def plan(problem, shape, device, dynamic_m=None):
+        calls["dynamic plan" if dynamic_m else "plan"] += 1
+        return ("sm_90a", configs.select_config(problem, "sm_90a", shape, dynamic_m),
+                types.SimpleNamespace(fn=main, arch="sm_90a", runnable=False), mod)
+
+    monkeypatch.setattr(dispatch, "plan", plan)
     return calls, order, gg
 
 
@@ -905,11 +908,12 @@ def test_new_m_of_a_device_scheduled_structure(monkeypatch):
     calls, order, _gg = _any_m_env(monkeypatch)
     big = R.generate_input([200, 150], [256, 256], [256, 256], 2, 1, device="cpu")
     dispatch.custom_kernel(big)
-    assert calls == {"validate": 1, "runtime_args": 1} and _written_ms(order, 2) == [200, 150]
+    assert calls == {"validate": 1, "runtime_args": 1, "dynamic plan": 1} and _written_ms(order, 2) == [200, 150]
     tpl = _template()
     fresh = R.generate_input([120, 90], [256, 256], [256, 256], 2, 2, device="cpu")
     dispatch.custom_kernel(fresh)
-    assert calls == {"validate": 1, "runtime_args": 1}, "new M_g of a known structure: no validation, one template"
+    assert calls == {"validate": 1, "runtime_args": 1, "dynamic plan": 1}, \
+        "new M_g of a known structure: no validation, one template"
     assert _written_ms(order, 2) == [120, 90] and order[-1] == ("main", order[-2][1])
 
     def rows(t, m):
@@ -957,7 +961,7 @@ def test_plans_follow_dynamic_m(monkeypatch):
     import configs
 
     seen = []
-    monkeypatch.setattr(dispatch, "_plan", lambda problem, shape, device: seen.append(configs.DYNAMIC_M) or len(seen))
+    monkeypatch.setattr(dispatch, "_plan", lambda problem, shape, device, dynamic_m: seen.append(dynamic_m) or len(seen))
     dispatch._PLANS.clear()
     shape = ((100, 4096, 7168),) * 2
     for dyn in (False, True, False, True):
@@ -973,12 +977,67 @@ def test_new_m_of_a_skinny_structure(monkeypatch):
     of its own M_g; M_g past the tile's rows pick the wider tile: another entry, validated."""
     calls, order, _gg = _any_m_env(monkeypatch)
     dispatch.custom_kernel(R.generate_input([3, 12], [256, 256], [256, 256], 2, 1, device="cpu"))
-    assert calls == {"validate": 1, "runtime_args": 1} and _template().entry.cfg.skinny
+    assert calls == {"validate": 1, "runtime_args": 1, "dynamic plan": 1} and _template().entry.cfg.skinny
     tpl = _template()
     for i, ms in enumerate(([16, 1], [9, 14], [2, 11])):  # (9-16 rows: the 16-row tile)
         d = R.generate_input(ms, [256, 256], [256, 256], 2, 10 + i, device="cpu")
         dispatch.custom_kernel(d)
         assert _written_ms(order, 2) == ms and _template_of(d) is tpl
-    assert calls == {"validate": 1, "runtime_args": 1}
+    assert calls == {"validate": 1, "runtime_args": 1, "dynamic plan": 1}
     dispatch.custom_kernel(R.generate_input([4, 6], [256, 256], [256, 256], 2, 20, device="cpu"))  # (<= 8: 8-row tile)
     assert calls["validate"] == 2 and _written_ms(order, 2) == [4, 6]
+
+
+def test_auto_dynamic_m_switches_a_churning_structure(monkeypatch):
+    """Exp. 139, NVFP4_DYNAMIC_M unset (auto): a structure's first DYNAMIC_M_AFTER M_g sets are
+    planned by the full rule; the next new one by the rule for changing M_g (the device-scheduled
+    form), and from then on new M_g sets of that structure skip validation and reuse its template.
+    A structure that keeps its M_g (new tensors every call, as the leaderboard's), or another
+    structure, does not switch; NVFP4_DYNAMIC_M=0 never does."""
+    import configs
+
+    calls, order, _gg = _any_m_env(monkeypatch)
+    monkeypatch.setattr(configs, "DYNAMIC_M", False)
+    monkeypatch.setattr(configs, "DYNAMIC_M_AUTO", True)
+    assert dispatch.DYNAMIC_M_AFTER == 2
+    nk = ([256, 256], [256, 256])
+
+    def call(ms, seed, n=nk[0]):
+        d = R.generate_input(ms, n, nk[1], 2, seed, device="cpu")
+        dispatch.custom_kernel(d)
+        return d
+
+    for seed in range(3):  # fixed M_g, new tensors every call: one plan
+        call([200, 150], seed)
+    assert calls["plan"] == 1 and calls["validate"] == 1 and "dynamic plan" not in calls
+    call([120, 90], 3)
+    assert calls["plan"] == 2 and "dynamic plan" not in calls
+    call([300, 20], 4, n=[512, 512])  # another structure: counted on its own
+    assert calls["plan"] == 3 and "dynamic plan" not in calls
+    tpl = _template_of(call([160, 50], 5))  # the structure's third M_g set: switched
+    assert calls["dynamic plan"] == 1 and calls["validate"] == 4 and tpl.entry.cfg.device_schedule
+    for i, ms in enumerate(([70, 33], [1, 200], [128, 128])):
+        d = call(ms, 6 + i)
+        assert _written_ms(order, 2) == ms and _template_of(d) is tpl
+    assert calls["validate"] == 4 and calls["dynamic plan"] == 1, "new M_g after the switch: no validation, no plan"
+    call([310, 17], 9, n=[512, 512])  # the other structure's second M_g set: still the full rule
+    assert calls["plan"] == 4 and calls["dynamic plan"] == 1
+    # NVFP4_DYNAMIC_M=0: neither switches nor takes the switched structure's fast path
+    monkeypatch.setattr(configs, "DYNAMIC_M_AUTO", False)
+    call([90, 40], 10)
+    call([91, 41], 11)
+    assert calls["validate"] == 7 and calls["plan"] == 6 and calls["dynamic plan"] == 1
+    dispatch.clear_caches()
+    assert not dispatch._M_SETS
+
+
+def test_auto_dynamic_m_leaves_the_leaderboard_alone():
+    """Exp. 139: the leaderboard's grouped shapes (tests and benchmarks, each validated anew per
+    signature, here three times over) never switch a structure in auto mode."""
+    import configs
+
+    dispatch._M_SETS.clear()
+    for _ in range(3):
+        for shape in configs.GROUP_TESTS + configs.GROUP_BENCHMARKS:
+            assert not dispatch._m_churns(torch.device("cuda", 0), shape), shape
+    dispatch._M_SETS.clear()

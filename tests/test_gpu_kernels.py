@@ -615,6 +615,34 @@ def test_dynamic_m_skinny(monkeypatch):
     _fewer_rows_checked(data, [9] + [max(1, m // 2) for m in ms[1:]], "skinny")  # (9 rows: the same tile)
 
 
+def test_auto_dynamic_m(monkeypatch):
+    """Exp. 139, NVFP4_DYNAMIC_M unset (auto): a (N_g, K_g) structure called with new M_g every
+    call runs the full rule's configs for its first DYNAMIC_M_AFTER M_g sets, then the
+    device-scheduled form, whose template later new M_g sets reuse without validation; every
+    call correct and fully written (NaN-poisoned C, poisoned scale padding)."""
+    from nvfp4gemm import dispatch
+
+    _skip_sm100()
+    monkeypatch.setattr(configs, "DYNAMIC_M", False)
+    monkeypatch.setattr(configs, "DYNAMIC_M_AUTO", True)
+    dispatch.clear_caches()
+    rnd = random.Random(139)
+    n, k, g, used = 7168, 2048, 8, []
+    for j in range(dispatch.DYNAMIC_M_AFTER + 3):
+        ms = [rnd.randint(65, 256)] + [rnd.randint(1, 256) for _ in range(g - 1)]
+        data = R.generate_input(ms, [n] * g, [k] * g, g, 1390 + j, device="cuda", poison_padding=True)
+        _group_call_checked(data, f"call {j}, M_g {ms}")
+        entry = dispatch._entry_of(data)[0]
+        used.append((entry, entry.templates[dispatch._stream_handle(entry.device)]))
+        shape = tuple((m, n, k) for m in ms)
+        switched = j >= dispatch.DYNAMIC_M_AFTER
+        assert entry.cfg == configs.select_config("group", "sm_90a", shape, dynamic_m=switched), (j, entry.cfg.short())
+    assert not any(e.cfg.device_schedule for e, _t in used[:dispatch.DYNAMIC_M_AFTER])
+    # (after the switch: one template per device-scheduled tile)
+    after = used[dispatch.DYNAMIC_M_AFTER:]
+    assert len({id(t) for _e, t in after}) == len({e.cfg for e, _t in after}) and all(e.cfg.device_schedule for e, _t in after)
+
+
 @pytest.mark.parametrize("shape,split", [
     (((100, 4096, 7168), (37, 4096, 7168)), "all"),  # 64 tiles x 28 k-blocks over 132 CTAs
     (((1, 4096, 7168), (60, 4096, 7168)), "all"),  # the (256, 64) tile (M_g <= 64), 32 tiles

@@ -274,7 +274,7 @@ def test_template_writes_rows_then_setup_then_main(monkeypatch):
     monkeypatch.setattr(dispatch, "_stream_handle", lambda device: 0)
     shapes = ((40, 256, 256), (72, 256, 256))
     cfg = configs.select_config("group", "sm_100a", shapes)
-    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device: (
+    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device, dynamic_m=None: (
         "sm_100a", cfg, types.SimpleNamespace(fn=main, arch="sm_100a", runnable=False), gg))
     dispatch.clear_caches()
     g = R.generate_input([40, 72], [256, 256], [256, 256], 2, 1, device="cpu")
