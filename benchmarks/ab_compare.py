@@ -34,6 +34,9 @@ DEFAULT_BASE = os.path.join(ROOT, "scratch", "ab_base")
 def worker(tree: str, problem: str, shapes: list, iters: int) -> list[dict]:
     """Runs inside a fresh process with `tree` first on sys.path."""
     sys.path.insert(0, tree)
+    # each shape's own plan: shapes of one (N_g, K_g) must not switch it to the device
+    # schedule (exp. 139); a user's setting wins
+    os.environ.setdefault("NVFP4_DYNAMIC_M", "0")
     import nvfp4gemm  # noqa: F401  (must precede cutlass)
     import torch
 
