@@ -2018,13 +2018,17 @@ def _sm90_dual_wide192(shape, pick: KernelConfig) -> KernelConfig | None:
 
 
 # Exp. 136: DYNAMIC_M's grouped pick past the skinny kernel, the device-scheduled mixed-input
-# form (`sm90_group_mixed_dynamic`), whose one launch template serves every M_g.  Its tile: 256
-# B_g rows where every N_g allows, with 64 A rows where every M_g <= 64 (exp. 90's form), else
-# 128; 128 x 128 where N_g allows no 256-row tile, or where its waves cost less: waves x tile
-# area, the 128-row tiles' area weighted by DEVICE_SCHEDULE_NARROW_COST (a guess at their
-# per-MAC cost: one m64 rep per warpgroup instead of two).  None where no tile divides N_g (the
-# host-planned rules then).
-DEVICE_SCHEDULE_NARROW_COST = 1.1
+# form (`sm90_group_mixed_dynamic`), whose one launch template serves every M_g.  None where no
+# tile divides N_g (the host-planned rules then).  Exp. 140: its tile is the one of
+# DEVICE_SCHEDULE_PICKS (256 B_g rows only where every N_g allows) with the least modelled time:
+# FORM_KB_US per k-block x the busiest CTA's k-blocks as the device plan models them
+# (`scheduler.device_busiest_kb`: whole tiles or its stream-K cuts).  H100, 36 random shapes (g
+# 2-16, N 2048-14336, K 2048-7168, M_g up to 48-512), each timed in all three tiles: 1.008x the
+# best tile (geomean, max 1.12; 32 best) against 1.019x (max 1.21; 29 best) for exp. 136's rule
+# (waves x tile area, a guessed 1.1 weight on 128-row tiles, (256, 64) only where every M_g <= 64).
+# Check on 30 other shapes: 1.005x the best (29 best, one loss of 1.165) against 1.036x (21 best);
+# the new picks 0.970x the old ones' time (0.815-1.165, 10 of 30 changed).
+DEVICE_SCHEDULE_PICKS = ((256, 128), (256, 64), (128, 128))
 
 
 def device_schedule_tile(shape) -> tuple | None:
@@ -2032,17 +2036,12 @@ def device_schedule_tile(shape) -> tuple | None:
     the dispatcher's path for inputs with new M_g calls it on every such call)."""
     if any(n % 128 for _m, n, _k in shape):
         return None
-    sms = SM_COUNT["sm_90a"]
+    from nvfp4gemm.scheduler import device_busiest_kb  # (imports cutlass: not at module load)
 
-    def cost(tm, tn):
-        waves = -(-sum(-(-m // tn) * (n // tm) for m, n, _k in shape) // sms)
-        return waves * tm * tn * (DEVICE_SCHEDULE_NARROW_COST if tm == 128 else 1)
-
-    if all(n % 256 == 0 for _m, n, _k in shape):
-        tn = 64 if max(m for m, _n, _k in shape) <= 64 else 128
-        if cost(256, tn) <= cost(128, 128):
-            return (256, tn)
-    return (128, 128)
+    ms, ns, ks = zip(*shape)
+    wide = all(n % 256 == 0 for n in ns)
+    return min((t for t in DEVICE_SCHEDULE_PICKS if wide or t[0] == 128),
+               key=lambda t: FORM_KB_US[t] * device_busiest_kb(ms, ns, ks, *t, K_BLOCK, SM_COUNT["sm_90a"]))
 
 
 def any_m_tile(shape) -> tuple | None:

@@ -222,11 +222,10 @@ def device_totals(ms, ns, ks, tile_m: int, tile_n: int, k_block: int):
     return total, kb * _flag(mixed == 0)
 
 
-def device_plan(total, kb, cta, ctas):
-    """(dp, u0, end, n_dp, items, div) of CTA `cta`: whole tiles below dp (all of them where
-    stream-K does not win), its stream-K unit range [u0, end) (counted from tile dp), its whole
-    tiles n_dp, all its work items, and the unit count as `stream_k_owners` divides by (at
-    least 1)."""
+def _device_split(total, kb, ctas):
+    """(waves, rest, whole, tail_cost, tail2_cost, use_tail, use_tail2): `device_plan`'s choice
+    of the tiles to cut and the busiest CTA's k-blocks it models for each (plain ints or DSL
+    values)."""
     waves = total // ctas
     rest = total - waves * ctas
     whole = (waves + _flag(rest > 0)) * kb
@@ -241,6 +240,15 @@ def device_plan(total, kb, cta, ctas):
     # "tail2": the last whole wave too (each CTA's range then spans a tile or more: one more segment)
     tail2_cost = (waves - 1) * kb + ((ctas + rest) * kb + ctas - 1) // ctas + DEVICE_SK_SEGMENT_KB
     use_tail2 = (1 - use_tail) * _flag(kb > 0) * _flag(rest > 0) * _flag(waves >= 2) * _flag(tail2_cost < whole)
+    return waves, rest, whole, tail_cost, tail2_cost, use_tail, use_tail2
+
+
+def device_plan(total, kb, cta, ctas):
+    """(dp, u0, end, n_dp, items, div) of CTA `cta`: whole tiles below dp (all of them where
+    stream-K does not win), its stream-K unit range [u0, end) (counted from tile dp), its whole
+    tiles n_dp, all its work items, and the unit count as `stream_k_owners` divides by (at
+    least 1)."""
+    _waves, rest, _whole, _tc, _t2c, use_tail, use_tail2 = _device_split(total, kb, ctas)
     use = (use_tail + use_tail2) * int(DEVICE_STREAM_K)
     dp = total - use * (rest + use_tail2 * ctas)
     sk_units = (total - dp) * kb
@@ -249,6 +257,20 @@ def device_plan(total, kb, cta, ctas):
     kbs = kb + _flag(kb == 0)
     n_sk = _flag(end > u0) * ((end - 1) // kbs - u0 // kbs + 1)
     return dp, u0, end, n_dp, n_dp + n_sk, sk_units + _flag(sk_units == 0)
+
+
+def device_busiest_kb(ms, ns, ks, tile_m: int, tile_n: int, k_block: int, ctas: int) -> float:
+    """k-blocks of the busiest CTA of a device-scheduled launch as `device_plan` models them
+    (host side, plain ints; exp. 140): its pick among whole tiles, "tail" and "tail2" where every
+    group with rows has one k-block count, else whole tiles at the groups' mean k-blocks."""
+    total, kb = device_totals(ms, ns, ks, tile_m, tile_n, k_block)
+    if kb:
+        _w, _r, whole, tail_cost, tail2_cost, use_tail, use_tail2 = _device_split(total, kb, ctas)
+        if DEVICE_STREAM_K and (use_tail or use_tail2):
+            return tail_cost if use_tail else tail2_cost
+        return whole
+    kbs = sum(-(-m // tile_n) * (n // tile_m) * (k // k_block) for m, n, k in zip(ms, ns, ks))
+    return -(-total // ctas) * kbs / max(total, 1)
 
 
 def device_segment(j, cta, ctas, dp, u0, end, n_dp, kb, div):

@@ -963,3 +963,34 @@ def test_device_plan_segments(seed):
     assert tuple(int(v) for v in scheduler.device_totals(ms, ns_, ks, 256, 128, configs.K_BLOCK)) == (32, 7168 // configs.K_BLOCK)
     ks[2] = 4096
     assert int(scheduler.device_totals(ms, ns_, ks, 256, 128, configs.K_BLOCK)[1]) == 0
+
+
+def test_device_busiest_kb():
+    """Exp. 140's model of a device-scheduled launch (scheduler.device_busiest_kb, the tile rule's
+    cost): with one k-block count, whole waves where device_plan cuts no tile, else the cut plan's
+    modelled cost: under the whole waves and at least the busiest CTA's k-blocks (the plan adds
+    DEVICE_SK_SEGMENT_KB per piece of a cut tile); with K_g that differ, whole waves at the mean."""
+    def walk(total, kb, ctas):  # the k-blocks of each CTA under device_plan
+        out = []
+        for c in range(ctas):
+            dp, u0, end, n_dp, items, div = scheduler.device_plan(total, kb, c, ctas)
+            segs = [scheduler.device_segment(j, c, ctas, dp, u0, end, n_dp, kb, div) for j in range(int(items))]
+            out.append(sum(kb if int(w) else int(k1) - int(k0) for _t, k0, k1, _s, _ns, w in segs))
+        return out
+
+    rnd = random.Random(140)
+    for _ in range(200):
+        g, (tm, tn) = rnd.randint(1, 16), rnd.choice([(256, 128), (256, 64), (128, 128)])
+        k = rnd.choice([256, 1024, 2048, 7168])
+        ms, ns, ks = [rnd.randint(1, 600) for _ in range(g)], [rnd.choice([256, 512, 4096]) for _ in range(g)], [k] * g
+        ctas = rnd.choice([3, 132])
+        total, kb = (int(v) for v in scheduler.device_totals(ms, ns, ks, tm, tn, configs.K_BLOCK))
+        got = scheduler.device_busiest_kb(ms, ns, ks, tm, tn, configs.K_BLOCK, ctas)
+        whole = -(-total // ctas) * kb
+        if int(scheduler.device_plan(total, kb, 0, ctas)[0]) == total:
+            assert got == whole
+            continue
+        most_kb = max(walk(total, kb, ctas))
+        assert most_kb <= got < whole, (total, kb, ctas, got, most_kb)
+    ms, ns, ks = [100, 300], [512, 512], [1024, 7168]  # K_g differ: 2 + 6 tiles of 4 / 28 k-blocks on 3 CTAs
+    assert scheduler.device_busiest_kb(ms, ns, ks, 256, 128, configs.K_BLOCK, 3) == 3 * (2 * 4 + 6 * 28) / 8
