@@ -1041,3 +1041,35 @@ def test_auto_dynamic_m_leaves_the_leaderboard_alone():
         for shape in configs.GROUP_TESTS + configs.GROUP_BENCHMARKS:
             assert not dispatch._m_churns(torch.device("cuda", 0), shape), shape
     dispatch._M_SETS.clear()
+
+
+def test_known_sizes_skip_the_signature(monkeypatch):
+    """Exp. 142: a grouped input whose problem sizes match a recent signature's (new tensors,
+    alternating shapes) is checked by that entry's guard, without the Python signature or
+    validation; after an auto switch (exp. 139) an M_g set planned before it keeps its
+    host-planned entry, while new M_g sets take the device-scheduled one."""
+    import configs
+
+    calls, _order, _gg = _any_m_env(monkeypatch)
+    monkeypatch.setattr(configs, "DYNAMIC_M", False)
+    monkeypatch.setattr(configs, "DYNAMIC_M_AUTO", True)
+    real_sig = dispatch._signature
+    monkeypatch.setattr(dispatch, "_signature", lambda *a: calls.update(["signature"]) or real_sig(*a))
+
+    def call(ms, seed, n=256):
+        d = R.generate_input(ms, [n] * len(ms), [256] * len(ms), len(ms), seed, device="cpu")
+        dispatch.custom_kernel(d)
+        return dispatch._entry_of(d)[0]
+
+    first = call([200, 150], 1)
+    other = call([300, 20], 2, n=512)
+    for i in range(3):  # alternating shapes, new tensors every call
+        assert call([200, 150], 10 + i) is first and call([300, 20], 20 + i, n=512) is other
+    assert calls["signature"] == 2 and calls["validate"] == 2
+    call([120, 90], 30)
+    switched = call([160, 50], 31)  # the structure's third M_g set: device-scheduled
+    assert switched.cfg.device_schedule and not first.cfg.device_schedule
+    n_sig = calls["signature"]
+    assert call([200, 150], 32) is first, "an M_g set planned before the switch keeps its entry"
+    assert call([70, 33], 33).cfg.device_schedule, "a new M_g set after the switch: the device schedule"
+    assert calls["signature"] == n_sig and calls["validate"] == 4
