@@ -259,10 +259,10 @@ _ANY_M: OrderedDict = OrderedDict()  # (device index, (N_g, K_g, L) per group) -
 # Exp. 139, NVFP4_DYNAMIC_M unset or "auto" (configs.DYNAMIC_M_AUTO): a structure (device, N_g and
 # K_g per group) validated for more than DYNAMIC_M_AFTER distinct M_g sets is an MoE-like caller's:
 # its next new M_g sets are planned as under NVFP4_DYNAMIC_M=1 and take `_any_m_entry`.  Each new
-# M_g set cost it a plan before (1.5-4.4 ms of host with the full rule's forms search on the
-# H100 machine) and often a compile of its own (exp. 112's widths: 86 configs for 200 random g8
-# shapes, ~13 s each on CI's CPU).  Fixed shapes (the leaderboard's: one M_g set per structure)
-# never switch.
+# M_g set cost it the full rule before (9-12 ms of host on the H100 machine) and often a compile
+# of its own (exp. 112's widths follow M_g: 6 of 8 calls, 9-14 s each there); after the switch
+# ~0.15 ms, for kernels ~1.16x the full rule's (exp. 141).  Fixed shapes (the leaderboard's: one
+# M_g set per structure) never switch.
 DYNAMIC_M_AFTER = 2
 _M_SETS: OrderedDict = OrderedDict()  # (device index, (N_g, K_g) per group) -> M_g sets (up to DYNAMIC_M_AFTER + 1)
 
