@@ -20,7 +20,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 # A benchmark times each shape's own plan: cases of one (N_g, K_g) with three or more M_g sets
-# must not switch that structure to the device schedule (exp. 139).  A user's setting wins.
+# must not switch that structure to the device schedule (exp. 139).  A user's setting wins (and
+# --moe then runs under it; else with the auto switch, as a caller's MoE layer would).
+_USER_DYNAMIC_M = "NVFP4_DYNAMIC_M" in os.environ
 os.environ.setdefault("NVFP4_DYNAMIC_M", "0")
 import nvfp4gemm  # noqa: E402,F401  (sets up compile-only mode before cutlass is imported)
 from configs import (ARCHS, CONFIG_MAP, DUAL_BENCHMARKS, DUAL_TESTS, GROUP_BENCHMARKS,  # noqa: E402
@@ -119,6 +121,22 @@ def print_compile_table(rows) -> None:
             print(f"{r['problem']:7} {r['arch']:8} {r['config']:38} {r['case'][:38]:38} {'FAIL':4} {r['error']}")
 
 
+def moe_structures(text: str) -> list:
+    """--moe's structures (g, N, K): 'leaderboard' (those of the g8 leaderboard cases) or 'G/N/K;...'."""
+    if text == "leaderboard":
+        return [(len(s), s[0][1], s[0][2]) for s in GROUP_BENCHMARKS if len(s) == 8]
+    out = []
+    for part in text.split(";"):
+        try:
+            g, n, k = (int(x) for x in part.strip().split("/"))
+        except ValueError:
+            raise SystemExit(f"--moe: '{part}' is not G/N/K (e.g. 8/4096/7168)") from None
+        if g < 1 or n < 1 or k < 1:
+            raise SystemExit(f"--moe: '{part}': G, N and K must be positive")
+        out.append((g, n, k))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="NVFP4 GEMM benchmark and compile report")
     ap.add_argument("--problem", choices=[*PROBLEMS, "all"], default="all")
@@ -127,11 +145,17 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", default="leaderboard",
                     help="'leaderboard', 'tests', 'prefill' (model-sized shapes), or explicit shapes "
                          "(dual 'MxNxKxL;...', grouped 'M1,M2/N/K;...')")
+    ap.add_argument("--moe", default=None,
+                    help="GPU: also time MoE-style grouped calls, new M_g every call over the same weights, for "
+                         "'leaderboard' (the g8 leaderboard structures) or explicit 'G/N/K;...'")
+    ap.add_argument("--moe-max-m", type=int, default=256, help="--moe: M_g drawn uniformly from 1..this")
     ap.add_argument("--compile-only", action="store_true")
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--json", default=None, help="write results here")
     ap.add_argument("--png", default=None, help="write a chart here")
     args = ap.parse_args(argv)
+    args.moe_structures = moe_structures(args.moe) if args.moe else []
+    args.moe_auto = not _USER_DYNAMIC_M
 
     problems = list(PROBLEMS) if args.problem == "all" else [args.problem]
     archs = list(ARCHS) if args.arch == "all" else [args.arch]

@@ -339,6 +339,114 @@ def ranked_case(problem: str, shape, gpu: str, timer: Timer, floor: float, basel
     return out
 
 
+# The MoE mode (bench.py --moe): one structure's calls, each with new M_g and new activations over
+# the same expert weights (B_g), as an MoE layer makes them.
+MOE_CALLS = 20  # timed calls per round, back to back, each a new M_g set
+MOE_ROUNDS = 3
+MOE_WARM = 12  # untimed new-M_g calls first (compiles, NVFP4_DYNAMIC_M's auto switch)
+MOE_SLEEP_CYCLES = 60_000_000  # ~30 ms at H100 / H200 clocks: longer than issuing MOE_CALLS calls
+
+
+def moe_inputs(g: int, n: int, k: int, max_m: int, count: int, seed: int, weights=None) -> tuple[list, tuple]:
+    """(`count` grouped inputs of g groups of N_g = n, K_g = k whose M_g are drawn uniformly from
+    1..max_m anew for each input, the input whose B_g and scales they all share): new A_g, scales
+    and C_g per input over one set of expert weights (`weights`, else the first input's)."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    for i in range(count):
+        ms = [rnd.randint(1, max_m) for _ in range(g)]
+        abc, sfs, sfp, sizes = R.generate_input(ms, [n] * g, [k] * g, g, seed + i, device="cuda")
+        if weights is None:
+            weights = (abc, sfs, sfp, sizes)
+        out.append(([(a, w[1], c) for (a, _b, c), w in zip(abc, weights[0])],
+                    [(sa, w[1]) for (sa, _sb), w in zip(sfs, weights[1])],
+                    [(sa, w[1]) for (sa, _sb), w in zip(sfp, weights[2])], sizes))
+    return out, weights
+
+
+def moe_case(structure, max_m: int, gpu: str, timer: Timer, auto: bool = True) -> dict:
+    """An MoE layer's calls (`moe_inputs`): after MOE_WARM untimed ones, per round MOE_CALLS new
+    inputs with NaN-poisoned outputs, one L2 flush, then all of them back to back between two
+    events (the mean per call; the host's own time per call beside it), every output checked
+    afterwards; and the cuBLAS fp16 loop on operands decoded beforehand from the same inputs,
+    timed the same way.  Reports medians over MOE_ROUNDS rounds and the configs the calls ran.
+    `auto`: NVFP4_DYNAMIC_M's auto switch on (bench.py: unless the caller set the variable)."""
+    from nvfp4gemm import dispatch, harness
+    from submission import custom_kernel
+
+    import configs
+
+    g, n, k = structure
+    configs.DYNAMIC_M_AUTO = auto
+    log(f"[moe g{g} N{n} K{k}, M_g 1-{max_m}] warm-up ...")
+    warm, weights = moe_inputs(g, n, k, max_m, MOE_WARM, seed=2000)
+    for x in warm:
+        custom_kernel(x)
+    torch.cuda.synchronize()
+    del warm
+    compiles = len(harness._CACHE)
+    times, gpu, hosts, base, flops, bad, cfgs = [], [], [], [], [], [], set()
+    for r in range(MOE_ROUNDS):
+        # the GPU's own time per call: other new inputs, their calls all queued behind a GPU sleep
+        # longer than the host takes to issue them (from the sleep's end to the last call's)
+        queued, _ = moe_inputs(g, n, k, max_m, MOE_CALLS, seed=3050 + 100 * r, weights=weights)
+        torch.cuda.synchronize()
+        timer.flush()
+        torch.cuda._sleep(MOE_SLEEP_CYCLES)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for x in queued:
+            custom_kernel(x)
+        e.record()
+        torch.cuda.synchronize()
+        gpu.append(s.elapsed_time(e) * 1e3 / len(queued))
+        del queued
+        inputs, _ = moe_inputs(g, n, k, max_m, MOE_CALLS, seed=3000 + 100 * r, weights=weights)
+        for x in inputs:
+            poison_outputs("group", x)
+        torch.cuda.synchronize()
+        timer.flush()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        t0 = time.perf_counter()
+        outs = [custom_kernel(x) for x in inputs]
+        hosts.append((time.perf_counter() - t0) * 1e6 / len(inputs))
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e) * 1e3 / len(inputs))
+        for i, (x, o) in enumerate(zip(inputs, outs)):
+            ok, msg = R.check_implementation(x, o)
+            if not ok or any(bool(torch.isnan(c).any()) for c in o):
+                bad.append(f"round {r} call {i}: {msg[:100]}")
+            cfgs.add(dispatch._entry_of(x)[0].cfg.short())
+        flops.append(sum(2 * int(sz[0]) * n * k for x in inputs for sz in x[3]) / len(inputs))
+        calls = [baselines("group", x, gpu)["cuBLAS fp16 pre-decoded"] for x in inputs]
+        base.append(ranked_time(lambda f: f(), calls, timer.flush, repeats=1)[0])
+        del inputs, outs, calls
+        torch.cuda.empty_cache()
+    t, tb = statistics.median(times), statistics.median(base)
+    return {"structure": list(structure), "max_m": max_m, "calls": MOE_CALLS, "rounds": MOE_ROUNDS, "us": t,
+            "gpu_us": statistics.median(gpu), "host_us": statistics.median(hosts), "tflops": statistics.mean(flops) / t / 1e6, "cublas_loop_us": tb,
+            "speedup": tb / t, "correct": not bad, "check": "; ".join(bad)[:400],
+            "compiles_timed": len(harness._CACHE) - compiles, "configs": sorted(cfgs)}
+
+
+def print_moe(rows) -> None:
+    print("\nMoE: calls with new M_g every call over the same expert weights, back to back (mean per call, "
+          "median of rounds); host = the host's own time per call; GPU = the calls' own time, all queued ahead")
+    head = f"{'case':28} {'ok':3} {'us':>8} {'GPU us':>8} {'host us':>8} {'TFLOP/s':>8} {'cuBLAS loop':>11} {'speedup':>8}  compiles  configs"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        g, n, k = r["structure"]
+        case = f"g{g} N{n} K{k} M_g 1-{r['max_m']}"
+        print(f"{case:28} "
+              f"{'yes' if r['correct'] else 'NO':3} {r['us']:8.1f} {r.get('gpu_us', float('nan')):8.1f} {r['host_us']:8.1f} {r['tflops']:8.1f} "
+              f"{r['cublas_loop_us']:11.1f} {r['speedup']:7.2f}x  {r['compiles_timed']:8}  {', '.join(r['configs'])}")
+
+
 def geomean(xs):
     xs = [x for x in xs if x and x > 0]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
@@ -412,11 +520,14 @@ def run_benchmark(problems, args, gpu: str) -> int:
         for i, shape in enumerate(cases_for(problem, args.cases)):
             log(f"[{problem} {i + 1}] {shape}")
             rows.append(bench_case(problem, shape, gpu, timer, ceilings, graph=True))
+    moe = [moe_case(st, args.moe_max_m, gpu, timer, args.moe_auto) for st in (args.moe_structures or [])]
     name = torch.cuda.get_device_name()
     print_table(rows, ceilings, name)
+    if moe:
+        print_moe(moe)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": name, "arch": gpu, "ceilings": ceilings, "rows": rows}, f, indent=1)
+            json.dump({"device": name, "arch": gpu, "ceilings": ceilings, "rows": rows, "moe": moe}, f, indent=1)
     if args.png:
         write_png(rows, args.png)
-    return 0 if all(r["correct"] and r.get("ranked_correct", True) for r in rows) else 1
+    return 0 if all(r["correct"] and r.get("ranked_correct", True) for r in rows + moe) else 1

@@ -263,7 +263,10 @@ def device_busiest_kb(ms, ns, ks, tile_m: int, tile_n: int, k_block: int, ctas: 
     """k-blocks of the busiest CTA of a device-scheduled launch as `device_plan` models them
     (host side, plain ints; exp. 140): its pick among whole tiles, "tail" and "tail2" where every
     group with rows has one k-block count, else whole tiles at the groups' mean k-blocks."""
-    total, kb = device_totals(ms, ns, ks, tile_m, tile_n, k_block)
+    # (device_totals' sums in plain ints: the dispatcher runs this for every new-M_g call)
+    total = sum((m + tile_n - 1) // tile_n * (n // tile_m) for m, n in zip(ms, ns))
+    kbs = {k // k_block for m, k in zip(ms, ks) if m > 0}
+    kb = next(iter(kbs)) if len(kbs) == 1 else 0
     if kb:
         _w, _r, whole, tail_cost, tail2_cost, use_tail, use_tail2 = _device_split(total, kb, ctas)
         if DEVICE_STREAM_K and (use_tail or use_tail2):

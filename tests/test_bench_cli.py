@@ -3,6 +3,7 @@ the report has one row per config with compile time, shared memory, registers, s
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -193,3 +194,24 @@ def test_leaderboard_timing_without_gpu(capsys):
         pytest.skip("a GPU is present")
     assert leaderboard_timing.main([]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_moe_structures_and_table(capsys):
+    """bench.py --moe: 'leaderboard' names the g8 leaderboard structures, explicit G/N/K lists
+    parse, anything else is refused naming the part; the MoE table prints each row's figures."""
+    import pytest
+
+    from benchmarks import bench, timing
+
+    assert bench.moe_structures("leaderboard") == [(8, 4096, 7168), (8, 7168, 2048)]
+    assert bench.moe_structures("16/2048/7168; 4/512/256") == [(16, 2048, 7168), (4, 512, 256)]
+    for bad in ("8/4096", "8/x/7168", "0/256/256"):
+        with pytest.raises(SystemExit, match="--moe"):
+            bench.moe_structures(bad)
+    row = {"structure": [8, 4096, 7168], "max_m": 256, "us": 151.25, "gpu_us": 140.0, "host_us": 148.5, "tflops": 412.3,
+           "cublas_loop_us": 260.0, "speedup": 1.72, "correct": True, "compiles_timed": 0,
+           "configs": ["mixed 256x128 ab2 a16x8 streamK devsched"]}
+    timing.print_moe([row, dict(row, correct=False, structure=[8, 7168, 2048])])
+    out = capsys.readouterr().out
+    assert "g8 N4096 K7168 M_g 1-256" in out and "151.2" in out and "1.72x" in out and "devsched" in out
+    assert re.search(r"g8 N7168 K2048 M_g 1-256 +NO ", out)
