@@ -259,6 +259,15 @@ def device_plan(total, kb, cta, ctas):
     return dp, u0, end, n_dp, n_dp + n_sk, sk_units + _flag(sk_units == 0)
 
 
+def device_split_kb(total: int, kb: int, ctas: int) -> int:
+    """The busiest CTA's k-blocks `device_plan` models for `total` tiles of `kb` k-blocks (kb >
+    0) on `ctas` CTAs: whole waves, or its "tail" / "tail2" cost where it cuts tiles (host side)."""
+    _w, _r, whole, tail_cost, tail2_cost, use_tail, use_tail2 = _device_split(total, kb, ctas)
+    if DEVICE_STREAM_K and (use_tail or use_tail2):
+        return tail_cost if use_tail else tail2_cost
+    return whole
+
+
 def device_busiest_kb(ms, ns, ks, tile_m: int, tile_n: int, k_block: int, ctas: int) -> float:
     """k-blocks of the busiest CTA of a device-scheduled launch as `device_plan` models them
     (host side, plain ints; exp. 140): its pick among whole tiles, "tail" and "tail2" where every
@@ -268,10 +277,7 @@ def device_busiest_kb(ms, ns, ks, tile_m: int, tile_n: int, k_block: int, ctas: 
     kbs = {k // k_block for m, k in zip(ms, ks) if m > 0}
     kb = next(iter(kbs)) if len(kbs) == 1 else 0
     if kb:
-        _w, _r, whole, tail_cost, tail2_cost, use_tail, use_tail2 = _device_split(total, kb, ctas)
-        if DEVICE_STREAM_K and (use_tail or use_tail2):
-            return tail_cost if use_tail else tail2_cost
-        return whole
+        return device_split_kb(total, kb, ctas)
     kbs = sum(-(-m // tile_n) * (n // tile_m) * (k // k_block) for m, n, k in zip(ms, ns, ks))
     return -(-total // ctas) * kbs / max(total, 1)
 

@@ -994,3 +994,23 @@ def test_device_busiest_kb():
         assert most_kb <= got < whole, (total, kb, ctas, got, most_kb)
     ms, ns, ks = [100, 300], [512, 512], [1024, 7168]  # K_g differ: 2 + 6 tiles of 4 / 28 k-blocks on 3 CTAs
     assert scheduler.device_busiest_kb(ms, ns, ks, 256, 128, configs.K_BLOCK, 3) == 3 * (2 * 4 + 6 * 28) / 8
+
+
+def test_device_schedule_tile_is_the_model():
+    """Exp. 140 / 143: configs.device_schedule_tile (one pass over the groups, for the dispatcher's
+    every new-M_g call) picks the tile of DEVICE_SCHEDULE_PICKS whose FORM_KB_US x
+    scheduler.device_busiest_kb is least -- 256-row tiles only where every N_g allows, none where
+    no 128-row tile divides N_g -- on random shapes with ragged and empty groups and mixed K_g."""
+    rnd = random.Random(143)
+    sms = configs.SM_COUNT["sm_90a"]
+    for _ in range(3000):
+        g = rnd.randint(1, 16)
+        shape = tuple((0 if rnd.random() < 0.1 else rnd.randint(1, 600), rnd.choice([128, 256, 384, 2048, 4096, 7168]),
+                       rnd.choice([256, 1024, 7168]) if rnd.random() < 0.2 else 4096) for _ in range(g))
+        ms, ns, ks = zip(*shape)
+        want = None
+        if all(n % 128 == 0 for n in ns):
+            wide = all(n % 256 == 0 for n in ns)
+            want = min((t for t in configs.DEVICE_SCHEDULE_PICKS if wide or t[0] == 128),
+                       key=lambda t: configs.FORM_KB_US[t] * scheduler.device_busiest_kb(ms, ns, ks, *t, configs.K_BLOCK, sms))
+        assert configs.device_schedule_tile(shape) == want, shape
