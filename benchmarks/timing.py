@@ -387,7 +387,7 @@ def moe_case(structure, max_m: int, gpu: str, timer: Timer, auto: bool = True) -
     torch.cuda.synchronize()
     del warm
     compiles = len(harness._CACHE)
-    times, gpu, hosts, base, flops, bad, cfgs = [], [], [], [], [], [], set()
+    times, gpu_us, hosts, base, flops, bad, cfgs = [], [], [], [], [], [], set()
     for r in range(MOE_ROUNDS):
         # the GPU's own time per call: other new inputs, their calls all queued behind a GPU sleep
         # longer than the host takes to issue them (from the sleep's end to the last call's)
@@ -401,7 +401,7 @@ def moe_case(structure, max_m: int, gpu: str, timer: Timer, auto: bool = True) -
             custom_kernel(x)
         e.record()
         torch.cuda.synchronize()
-        gpu.append(s.elapsed_time(e) * 1e3 / len(queued))
+        gpu_us.append(s.elapsed_time(e) * 1e3 / len(queued))
         del queued
         inputs, _ = moe_inputs(g, n, k, max_m, MOE_CALLS, seed=3000 + 100 * r, weights=weights)
         for x in inputs:
@@ -428,7 +428,7 @@ def moe_case(structure, max_m: int, gpu: str, timer: Timer, auto: bool = True) -
         torch.cuda.empty_cache()
     t, tb = statistics.median(times), statistics.median(base)
     return {"structure": list(structure), "max_m": max_m, "calls": MOE_CALLS, "rounds": MOE_ROUNDS, "us": t,
-            "gpu_us": statistics.median(gpu), "host_us": statistics.median(hosts), "tflops": statistics.mean(flops) / t / 1e6, "cublas_loop_us": tb,
+            "gpu_us": statistics.median(gpu_us), "host_us": statistics.median(hosts), "tflops": statistics.mean(flops) / t / 1e6, "cublas_loop_us": tb,
             "speedup": tb / t, "correct": not bad, "check": "; ".join(bad)[:400],
             "compiles_timed": len(harness._CACHE) - compiles, "configs": sorted(cfgs)}
 

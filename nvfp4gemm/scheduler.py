@@ -278,8 +278,8 @@ def device_busiest_kb(ms, ns, ks, tile_m: int, tile_n: int, k_block: int, ctas: 
     kb = next(iter(kbs)) if len(kbs) == 1 else 0
     if kb:
         return device_split_kb(total, kb, ctas)
-    kbs = sum(-(-m // tile_n) * (n // tile_m) * (k // k_block) for m, n, k in zip(ms, ns, ks))
-    return -(-total // ctas) * kbs / max(total, 1)
+    kb_sum = sum(-(-m // tile_n) * (n // tile_m) * (k // k_block) for m, n, k in zip(ms, ns, ks))
+    return -(-total // ctas) * kb_sum / max(total, 1)
 
 
 def device_segment(j, cta, ctas, dp, u0, end, n_dp, kb, div):
