@@ -1014,3 +1014,21 @@ def test_device_schedule_tile_is_the_model():
             want = min((t for t in configs.DEVICE_SCHEDULE_PICKS if wide or t[0] == 128),
                        key=lambda t: configs.FORM_KB_US[t] * scheduler.device_busiest_kb(ms, ns, ks, *t, configs.K_BLOCK, sms))
         assert configs.device_schedule_tile(shape) == want, shape
+
+
+def test_sm100_grouped_rule_ignores_dynamic_m():
+    """Exp. 139's auto switch plans a churning structure with dynamic_m: on sm_100a that changes no
+    pick (the rule there has no M_g-dependent forms, and one compiled kernel serves every M_g of a
+    structure), so the switch matters on sm_90a only."""
+    from nvfp4gemm import harness
+
+    rnd = random.Random(139)
+    for n, k in ((4096, 7168), (7168, 2048), (3072, 4096)):
+        keys = set()
+        for _ in range(40):
+            shape = tuple((rnd.randint(1, 256), n, k) for _ in range(rnd.choice([2, 8, 16])))
+            cfg = configs.select_config("group", "sm_100a", shape, dynamic_m=False)
+            assert configs.select_config("group", "sm_100a", shape, dynamic_m=True) == cfg
+            mod, _cls = harness.kernel_module("group", "sm_100a", cfg)
+            keys.add((cfg, harness._static_key(mod, cfg, harness.shape_key("group", shape))))
+        assert len(keys) == 1, (n, k, keys)
