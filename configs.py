@@ -2029,37 +2029,22 @@ def _sm90_dual_wide192(shape, pick: KernelConfig) -> KernelConfig | None:
 # Check on 30 other shapes: 1.005x the best (29 best, one loss of 1.165) against 1.036x (21 best);
 # the new picks 0.970x the old ones' time (0.815-1.165, 10 of 30 changed).
 DEVICE_SCHEDULE_PICKS = ((256, 128), (256, 64), (128, 128))
+DEVICE_SCHEDULE_NARROW = tuple(t for t in DEVICE_SCHEDULE_PICKS if t[0] == 128)  # (some N_g not 256-row tiles)
 
 
 def device_schedule_tile(shape) -> tuple | None:
-    """The device-scheduled form's tile for a grouped shape, or None (module comment).  The
-    dispatcher's path for inputs with new M_g calls it on every such call, so it is
-    `scheduler.device_busiest_kb`'s model for every tile in one pass over the groups, with few
-    allocations (the GC's pauses landed here: exp. 143); a CPU test holds it to that model."""
-    wide, kb = True, -1
-    totals = [0] * len(DEVICE_SCHEDULE_PICKS)
-    for m, n, k in shape:
+    """The device-scheduled form's tile for a grouped shape, or None (module comment; the
+    dispatcher's path for inputs with new M_g calls it on every such call)."""
+    wide = True
+    for _m, n, _k in shape:
         if n % 128:
             return None
         wide = wide and n % 256 == 0
-        if m > 0:
-            kb = k // K_BLOCK if kb in (-1, k // K_BLOCK) else 0  # (one k-block count, else 0)
-        for i, (tm, tn) in enumerate(DEVICE_SCHEDULE_PICKS):
-            totals[i] += (m + tn - 1) // tn * (n // tm)
-    if kb <= 0:  # (K_g that differ, or no rows: the model's mean k-blocks)
-        from nvfp4gemm.scheduler import device_busiest_kb
-        ms, ns, ks = zip(*shape)
-        return min((t for t in DEVICE_SCHEDULE_PICKS if wide or t[0] == 128),
-                   key=lambda t: FORM_KB_US[t] * device_busiest_kb(ms, ns, ks, *t, K_BLOCK, SM_COUNT["sm_90a"]))
-    from nvfp4gemm.scheduler import device_split_kb  # (imports cutlass: not at module load)
+    from nvfp4gemm.scheduler import device_busiest_kb  # (imports cutlass: not at module load)
 
-    best = best_cost = None
-    for tile, total in zip(DEVICE_SCHEDULE_PICKS, totals):
-        if wide or tile[0] == 128:
-            cost = FORM_KB_US[tile] * device_split_kb(total, kb, SM_COUNT["sm_90a"])
-            if best is None or cost < best_cost:
-                best, best_cost = tile, cost
-    return best
+    tiles = DEVICE_SCHEDULE_PICKS if wide else DEVICE_SCHEDULE_NARROW
+    costs = device_busiest_kb(shape, tiles, K_BLOCK, SM_COUNT["sm_90a"])
+    return tiles[min(range(len(tiles)), key=lambda i: FORM_KB_US[tiles[i]] * costs[i])]
 
 
 def any_m_tile(shape) -> tuple | None:

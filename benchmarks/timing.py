@@ -373,13 +373,21 @@ def moe_case(structure, max_m: int, gpu: str, timer: Timer, auto: bool = True) -
     afterwards; and the cuBLAS fp16 loop on operands decoded beforehand from the same inputs,
     timed the same way.  Reports medians over MOE_ROUNDS rounds and the configs the calls ran.
     `auto`: NVFP4_DYNAMIC_M's auto switch on (bench.py: unless the caller set the variable)."""
+    import configs
+
+    keep = configs.DYNAMIC_M_AUTO
+    configs.DYNAMIC_M_AUTO = auto
+    try:
+        return _moe_case(structure, max_m, gpu, timer)
+    finally:
+        configs.DYNAMIC_M_AUTO = keep
+
+
+def _moe_case(structure, max_m: int, gpu: str, timer: Timer) -> dict:
     from nvfp4gemm import dispatch, harness
     from submission import custom_kernel
 
-    import configs
-
     g, n, k = structure
-    configs.DYNAMIC_M_AUTO = auto
     log(f"[moe g{g} N{n} K{k}, M_g 1-{max_m}] warm-up ...")
     warm, weights = moe_inputs(g, n, k, max_m, MOE_WARM, seed=2000)
     for x in warm:

@@ -264,7 +264,7 @@ _ANY_M: OrderedDict = OrderedDict()  # (device index, (N_g, K_g, L) per group) -
 # ~0.15 ms, for kernels ~1.16x the full rule's (exp. 141).  Fixed shapes (the leaderboard's: one
 # M_g set per structure) never switch.
 DYNAMIC_M_AFTER = 2
-_M_SETS: OrderedDict = OrderedDict()  # (device index, (N_g, K_g) per group) -> M_g sets (up to DYNAMIC_M_AFTER + 1)
+_M_SETS: OrderedDict = OrderedDict()  # `_ANY_M`'s key (device index, (N_g, K_g, L) per group) -> M_g sets (up to DYNAMIC_M_AFTER + 1)
 
 
 def _device_index(device) -> int:
@@ -273,16 +273,13 @@ def _device_index(device) -> int:
 
 def _m_churns(device, shape) -> bool:
     """Counts a validated grouped shape's M_g set against its structure: whether the structure
-    now has more than DYNAMIC_M_AFTER of them (this one included)."""
-    seen = lru_lookup(_M_SETS, (_device_index(device), tuple((n, k) for _m, n, k in shape)), set, SIG_ENTRIES)[0]
+    now has more than DYNAMIC_M_AFTER of them (this one included).  (Keyed as `_ANY_M`, L = 1:
+    `_any_m_entry` checks with the key it has built already.)"""
+    key = (_device_index(device), tuple((n, k, 1) for _m, n, k in shape))
+    seen = lru_lookup(_M_SETS, key, set, SIG_ENTRIES)[0]
     if len(seen) <= DYNAMIC_M_AFTER:
         seen.add(tuple(m for m, _n, _k in shape))
     return len(seen) > DYNAMIC_M_AFTER
-
-
-def _churned(index: int, shape) -> bool:
-    """Whether the structure of `shape` on device `index` has switched (`_m_churns`)."""
-    return len(_M_SETS.get((index, tuple((n, k) for _m, n, k in shape)), ())) > DYNAMIC_M_AFTER
 
 
 def _register_any_m(e, flat) -> None:
@@ -314,19 +311,18 @@ def _register_any_m(e, flat) -> None:
 def _any_m_entry(flat, sizes_t):
     """(entry, used tensors) of an entry whose launch serves this grouped input's M_g
     (`_register_any_m`), or None: then the full path (signature, validation) decides.  Under
-    NVFP4_DYNAMIC_M=1, or in auto mode once the structure has switched (`_churned`)."""
+    NVFP4_DYNAMIC_M=1, or in auto mode once the structure has switched."""
     if not (_ANY_M and (configs.DYNAMIC_M or configs.DYNAMIC_M_AUTO)):
         return None
     try:
-        index = flat[0].get_device()
-        fam = _ANY_M.get((index, tuple(s[1:] for s in sizes_t)))
-        if fam is None:
+        key = (flat[0].get_device(), tuple(s[1:] for s in sizes_t))
+        fam = _ANY_M.get(key)
+        # (auto mode: only a structure that has switched, `_m_churns`)
+        if fam is None or not (configs.DYNAMIC_M or len(_M_SETS.get(key, ())) > DYNAMIC_M_AFTER):
             return None
         shape = tuple((int(m), n, k) for m, n, k, _l in sizes_t)
         if min(m for m, _n, _k in shape) < 1 or ("sm_90a", "group", shape) in configs.CONFIG_MAP:
             return None  # (bad sizes: validation names them; leaderboard shapes keep their pins)
-        if not (configs.DYNAMIC_M or _churned(index, shape)):
-            return None
         entry = fam.get(configs.any_m_tile(shape))
         if entry is None or entry.n_flat != len(flat):
             return None

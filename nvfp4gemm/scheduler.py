@@ -268,18 +268,25 @@ def device_split_kb(total: int, kb: int, ctas: int) -> int:
     return whole
 
 
-def device_busiest_kb(ms, ns, ks, tile_m: int, tile_n: int, k_block: int, ctas: int) -> float:
-    """k-blocks of the busiest CTA of a device-scheduled launch as `device_plan` models them
-    (host side, plain ints; exp. 140): its pick among whole tiles, "tail" and "tail2" where every
-    group with rows has one k-block count, else whole tiles at the groups' mean k-blocks."""
-    # (device_totals' sums in plain ints: the dispatcher runs this for every new-M_g call)
-    total = sum((m + tile_n - 1) // tile_n * (n // tile_m) for m, n in zip(ms, ns))
-    kbs = {k // k_block for m, k in zip(ms, ks) if m > 0}
-    kb = next(iter(kbs)) if len(kbs) == 1 else 0
-    if kb:
-        return device_split_kb(total, kb, ctas)
-    kb_sum = sum(-(-m // tile_n) * (n // tile_m) * (k // k_block) for m, n, k in zip(ms, ns, ks))
-    return -(-total // ctas) * kb_sum / max(total, 1)
+def device_busiest_kb(shape, tiles, k_block: int, ctas: int) -> list:
+    """For each (tile_m, tile_n) of `tiles`, the k-blocks of the busiest CTA of a device-scheduled
+    launch of `shape` ((M_g, N_g, K_g) per group) as `device_plan` models them (host side, plain
+    ints; exps. 140, 143): its pick among whole tiles, "tail" and "tail2" where every group with
+    rows has one k-block count, else whole tiles at the groups' mean k-blocks.  One pass over
+    the groups for all tiles, few allocations: the dispatcher's tile rule runs it on every
+    new-M_g call (`device_totals`' sums, in plain ints)."""
+    totals, kb_sums, kb = [0] * len(tiles), [0] * len(tiles), -1
+    for m, n, k in shape:
+        kg = k // k_block
+        if m > 0:
+            kb = kg if kb in (-1, kg) else 0  # (one k-block count among groups with rows, else 0)
+        for i, (tm, tn) in enumerate(tiles):
+            t = (m + tn - 1) // tn * (n // tm)
+            totals[i] += t
+            kb_sums[i] += t * kg
+    if kb > 0:
+        return [device_split_kb(total, kb, ctas) for total in totals]
+    return [-(-total // ctas) * s / max(total, 1) for total, s in zip(totals, kb_sums)]
 
 
 def device_segment(j, cta, ctas, dp, u0, end, n_dp, kb, div):

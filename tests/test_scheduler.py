@@ -985,7 +985,7 @@ def test_device_busiest_kb():
         ms, ns, ks = [rnd.randint(1, 600) for _ in range(g)], [rnd.choice([256, 512, 4096]) for _ in range(g)], [k] * g
         ctas = rnd.choice([3, 132])
         total, kb = (int(v) for v in scheduler.device_totals(ms, ns, ks, tm, tn, configs.K_BLOCK))
-        got = scheduler.device_busiest_kb(ms, ns, ks, tm, tn, configs.K_BLOCK, ctas)
+        got = scheduler.device_busiest_kb(tuple(zip(ms, ns, ks)), [(tm, tn)], configs.K_BLOCK, ctas)[0]
         whole = -(-total // ctas) * kb
         if int(scheduler.device_plan(total, kb, 0, ctas)[0]) == total:
             assert got == whole
@@ -993,7 +993,7 @@ def test_device_busiest_kb():
         most_kb = max(walk(total, kb, ctas))
         assert most_kb <= got < whole, (total, kb, ctas, got, most_kb)
     ms, ns, ks = [100, 300], [512, 512], [1024, 7168]  # K_g differ: 2 + 6 tiles of 4 / 28 k-blocks on 3 CTAs
-    assert scheduler.device_busiest_kb(ms, ns, ks, 256, 128, configs.K_BLOCK, 3) == 3 * (2 * 4 + 6 * 28) / 8
+    assert scheduler.device_busiest_kb(tuple(zip(ms, ns, ks)), [(256, 128)], configs.K_BLOCK, 3) == [3 * (2 * 4 + 6 * 28) / 8]
 
 
 def test_device_schedule_tile_is_the_model():
@@ -1012,7 +1012,7 @@ def test_device_schedule_tile_is_the_model():
         if all(n % 128 == 0 for n in ns):
             wide = all(n % 256 == 0 for n in ns)
             want = min((t for t in configs.DEVICE_SCHEDULE_PICKS if wide or t[0] == 128),
-                       key=lambda t: configs.FORM_KB_US[t] * scheduler.device_busiest_kb(ms, ns, ks, *t, configs.K_BLOCK, sms))
+                       key=lambda t: configs.FORM_KB_US[t] * scheduler.device_busiest_kb(shape, [t], configs.K_BLOCK, sms)[0])
         assert configs.device_schedule_tile(shape) == want, shape
 
 
