@@ -2063,6 +2063,21 @@ def launch_serves_any_m(cfg: KernelConfig) -> bool:
     return cfg.arch == "sm_90a" and cfg.problem == "group" and (cfg.device_schedule or cfg.skinny)
 
 
+def sm90_group_masked_pick(shape, expected_m=None) -> KernelConfig | None:
+    """The config of a grouped launch whose M_g are read on the GPU (nvfp4gemm/masked.py, exp.
+    144), for buffers of `shape`'s M_g rows (the capacities): the skinny kernel where every
+    capacity <= SKINNY_MAX_M (its launch covers N_g only), else the device-scheduled mixed form
+    with `device_schedule_tile` of the expected M_g (each within 1..its capacity; the capacities
+    where None: the tile rule cannot see the device's M_g); None where no tile divides N_g."""
+    if group_skinny_ok(shape):
+        return sm90_group_skinny(shape)
+    if expected_m is not None:
+        if len(expected_m) != len(shape):
+            raise ValueError(f"expected_m has {len(expected_m)} values for {len(shape)} groups")
+        shape = tuple((min(max(int(e), 1), m), n, k) for e, (m, n, k) in zip(expected_m, shape))
+    return sm90_group_dynamic_pick(shape)
+
+
 def sm90_group_dynamic_pick(shape) -> KernelConfig | None:
     """DYNAMIC_M's device-scheduled config for a grouped shape, or None (module comment)."""
     tile = device_schedule_tile(shape)

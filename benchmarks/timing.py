@@ -441,6 +441,100 @@ def _moe_case(structure, max_m: int, gpu: str, timer: Timer) -> dict:
             "compiles_timed": len(harness._CACHE) - compiles, "configs": sorted(cfgs)}
 
 
+def masked_serves(structure, capacity: int) -> bool:
+    """Whether MaskedGroupedGemm takes buffers of this (g, N, K) structure and capacity."""
+    from configs import sm90_group_masked_pick
+
+    g, n, k = structure
+    return sm90_group_masked_pick(((capacity, n, k),) * g) is not None
+
+
+def moe_masked_case(structure, max_m: int, timer: Timer) -> dict:
+    """The same MoE layer through `MaskedGroupedGemm` (exp. 144): expert buffers of max_m rows,
+    the counts (uniform 1..max_m, one int32 tensor per call, made on the GPU beforehand as a
+    router would) read on the device.  Per round MOE_CALLS calls back to back after one L2 flush
+    (mean per call, and the host's own time), the same behind a GPU sleep (the GPU's own time),
+    and a CUDA graph of one call replayed after a device copy of each call's counts.  Each
+    round's last output (rows below its counts) is checked against the reference at capacity."""
+    import random
+
+    from nvfp4gemm.masked import MaskedGroupedGemm
+
+    g, n, k = structure
+    log(f"[moe masked g{g} N{n} K{k}, capacity {max_m}] ...")
+    data = R.generate_input([max_m] * g, [n] * g, [k] * g, g, 2100, device="cuda")
+    ref = R.ref_group(data)
+    gemm = MaskedGroupedGemm(data, expected_m=[(max_m + 1) // 2] * g)
+    rnd = random.Random(2101)
+    dev_counts = torch.zeros(g, dtype=torch.int32, device="cuda")
+    gemm(dev_counts)  # (warm-up: the launch's first call)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        gemm(dev_counts)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gemm(dev_counts)
+    res = {"us": [], "host_us": [], "gpu_us": [], "graph_us": [], "graph_host_us": []}
+    bad = []
+
+    def timed(calls, key, host_key=None, sleep=False):
+        for c in gemm.outputs:
+            c.fill_(float("nan"))
+        torch.cuda.synchronize()
+        timer.flush()
+        if sleep:
+            torch.cuda._sleep(MOE_SLEEP_CYCLES)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        t0 = time.perf_counter()
+        for call in calls:
+            call()
+        host = (time.perf_counter() - t0) * 1e6 / len(calls)
+        e.record()
+        torch.cuda.synchronize()
+        res[key].append(s.elapsed_time(e) * 1e3 / len(calls))
+        if host_key:
+            res[host_key].append(host)
+
+    def check(counts, what):
+        for gi, (c, m) in enumerate(zip(gemm.outputs, counts)):
+            errs = R.compare(c[:m], ref[gi][:m])
+            if errs or bool(torch.isnan(c[:m]).any()):
+                bad.append(f"{what} group {gi}: {'; '.join(errs)[:80] or 'NaN left'}")
+
+    for r in range(MOE_ROUNDS):
+        sets = [[rnd.randint(1, max_m) for _ in range(g)] for _ in range(MOE_CALLS)]
+        counts = [torch.tensor(s, dtype=torch.int32, device="cuda") for s in sets]
+        timed([lambda t=t: gemm(t) for t in counts], "gpu_us", sleep=True)
+        timed([lambda t=t: gemm(t) for t in counts], "us", "host_us")
+        check(sets[-1], f"round {r} eager")
+
+        def replay(t):
+            dev_counts.copy_(t)
+            graph.replay()
+        timed([lambda t=t: replay(t) for t in counts], "graph_us", "graph_host_us")
+        check(sets[-1], f"round {r} graph")
+    out = {key: statistics.median(v) for key, v in res.items()}
+    out.update({"structure": list(structure), "capacity": max_m, "calls": MOE_CALLS, "rounds": MOE_ROUNDS,
+                "correct": not bad, "check": "; ".join(bad)[:400], "config": gemm.cfg.short()})
+    return out
+
+
+def print_moe_masked(rows) -> None:
+    print("\nMoE, counts on the GPU (MaskedGroupedGemm: expert buffers of the capacity, M_g read on the device), "
+          "mean per call, median of rounds")
+    head = f"{'case':28} {'ok':3} {'us':>8} {'GPU us':>8} {'host us':>8} {'graph us':>9} {'graph host':>10}  config"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        g, n, k = r["structure"]
+        case = f"g{g} N{n} K{k} cap {r['capacity']}"
+        print(f"{case:28} {'yes' if r['correct'] else 'NO':3} {r['us']:8.1f} {r['gpu_us']:8.1f} {r['host_us']:8.1f} "
+              f"{r['graph_us']:9.1f} {r['graph_host_us']:10.1f}  {r['config']}")
+
+
 def print_moe(rows) -> None:
     print("\nMoE: calls with new M_g every call over the same expert weights, back to back (mean per call, "
           "median of rounds); host = the host's own time per call; GPU = the calls' own time, all queued ahead")
@@ -529,13 +623,19 @@ def run_benchmark(problems, args, gpu: str) -> int:
             log(f"[{problem} {i + 1}] {shape}")
             rows.append(bench_case(problem, shape, gpu, timer, ceilings, graph=True))
     moe = [moe_case(st, args.moe_max_m, gpu, timer, args.moe_auto) for st in (args.moe_structures or [])]
+    # (the same layers with the counts on the GPU: sm_90a only, nvfp4gemm/masked.py)
+    masked = [moe_masked_case(st, args.moe_max_m, timer) for st in (args.moe_structures or [])
+              if gpu == "sm_90a" and masked_serves(st, args.moe_max_m)]
     name = torch.cuda.get_device_name()
     print_table(rows, ceilings, name)
     if moe:
         print_moe(moe)
+    if masked:
+        print_moe_masked(masked)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": name, "arch": gpu, "ceilings": ceilings, "rows": rows, "moe": moe}, f, indent=1)
+            json.dump({"device": name, "arch": gpu, "ceilings": ceilings, "rows": rows, "moe": moe,
+                       "moe_masked": masked}, f, indent=1)
     if args.png:
         write_png(rows, args.png)
-    return 0 if all(r["correct"] and r.get("ranked_correct", True) for r in rows + moe) else 1
+    return 0 if all(r["correct"] and r.get("ranked_correct", True) for r in rows + moe + masked) else 1

@@ -1032,3 +1032,22 @@ def test_sm100_grouped_rule_ignores_dynamic_m():
             mod, _cls = harness.kernel_module("group", "sm_100a", cfg)
             keys.add((cfg, harness._static_key(mod, cfg, harness.shape_key("group", shape))))
         assert len(keys) == 1, (n, k, keys)
+
+
+def test_masked_pick():
+    """Exp. 144: MaskedGroupedGemm's config (configs.sm90_group_masked_pick) -- the skinny kernel
+    where every capacity <= SKINNY_MAX_M, else the device-scheduled form with the tile of the
+    expected M_g (clamped to 1..capacity; the capacities where none are given), None where no
+    device-scheduled tile divides N_g; the expected M_g must be one per group."""
+    caps = ((512, 4096, 7168),) * 8
+    cfg = configs.sm90_group_masked_pick(caps)
+    assert cfg.device_schedule and tuple(cfg.mma_tile_mn) == configs.device_schedule_tile(caps)
+    small = configs.sm90_group_masked_pick(caps, [8] * 8)
+    assert small.device_schedule and tuple(small.mma_tile_mn) == configs.device_schedule_tile(((8, 4096, 7168),) * 8)
+    assert tuple(small.mma_tile_mn) != tuple(cfg.mma_tile_mn)  # (the expected M_g do steer the tile)
+    clamped = configs.sm90_group_masked_pick(caps, [0, 9999] * 4)
+    assert tuple(clamped.mma_tile_mn) == configs.device_schedule_tile(((1, 4096, 7168), (512, 4096, 7168)) * 4)
+    assert configs.sm90_group_masked_pick(((16, 4096, 7168), (3, 2048, 2048))).skinny
+    assert configs.sm90_group_masked_pick(((64, 192, 2048), (32, 192, 2048))) is None
+    with pytest.raises(ValueError, match="expected_m has 2 values for 8 groups"):
+        configs.sm90_group_masked_pick(caps, [1, 2])

@@ -1,0 +1,185 @@
+"""GPU checks of MaskedGroupedGemm (nvfp4gemm/masked.py, exp. 144): grouped GEMMs whose row
+counts M_g are read on the GPU.
+
+Every call: the count's rows of C NaN-poisoned, the rows past it a canary that must survive,
+the scales of the A rows past it NaN (rows the kernel must not read), then each group's rows
+compared with the reference at capacity (rows are independent).  Runs on an sm_90 GPU; on
+sm_100 it checks the refusal; skipped without a GPU."""
+
+import random
+
+import pytest
+import torch
+
+import reference as R
+from nvfp4gemm.formats import E4M3_NAN, permuted_index
+
+pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and torch.cuda.get_device_capability()[0] in (9, 10)),
+                                reason="needs a CUDA GPU of capability (9, 0) or (10, x)")
+
+CANARY = 7.0
+
+
+def _sm90_only():
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("MaskedGroupedGemm is sm_90a only")
+
+
+def _poison_a_scales(data, counts):
+    """NaN in the permuted A scales of every row past each group's count (restored by the
+    caller from `_scales_of`)."""
+    for (sfa_p, _sfb_p), (m, _n, k, _l), cnt in zip(data[2], data[3], counts):
+        if cnt >= m:
+            continue
+        rows = torch.arange(cnt, m, device=sfa_p.device)
+        cols = torch.arange(k // 16, device=sfa_p.device)
+        r, j = torch.meshgrid(rows, cols, indexing="ij")
+        idx = permuted_index(r, j)
+        sfa_p.view(torch.uint8)[idx[0], idx[1], idx[2], idx[3], idx[4], 0] = E4M3_NAN
+
+
+def _scales_of(data):
+    return [sfa_p.clone() for sfa_p, _ in data[2]]
+
+
+def _restore(data, saved):
+    for (sfa_p, _), s in zip(data[2], saved):
+        sfa_p.copy_(s)
+
+
+def _prepare(data, counts):
+    """Outputs: NaN in each group's first counts[g] rows, the canary past them."""
+    for (_a, _b, c), cnt in zip(data[0], counts):
+        c[:cnt].fill_(float("nan"))
+        c[cnt:].fill_(CANARY)
+
+
+def _check(data, ref, outs, counts, what):
+    for g, ((_a, _b, c), cnt) in enumerate(zip(data[0], counts)):
+        assert outs[g] is c, f"{what}: group {g}: the output is not the caller's C_g"
+        assert not torch.isnan(c[:cnt]).any(), f"{what}: group {g}: rows below the count {cnt} not fully written"
+        assert bool((c[cnt:] == CANARY).all()), f"{what}: group {g}: a row at or past the count {cnt} was written"
+        errs = R.compare(c[:cnt], ref[g][:cnt])
+        assert not errs, f"{what}: group {g} (count {cnt}): " + "; ".join(errs)
+
+
+def _effective(raw, caps):
+    return [min(max(int(x), 0), cap) for x, cap in zip(raw, caps)]
+
+
+def _masked_calls(caps, n, k, count_sets, seed, expected_m=None):
+    from nvfp4gemm.masked import MaskedGroupedGemm
+
+    g = len(caps)
+    data = R.generate_input(list(caps), [n] * g, [k] * g, g, seed, device="cuda", poison_padding=True)
+    ref = R.ref_group(data)
+    saved = _scales_of(data)
+    gemm = MaskedGroupedGemm(data, expected_m=expected_m)
+    for i, raw in enumerate(count_sets):
+        counts = _effective(raw, caps)
+        _restore(data, saved)
+        _poison_a_scales(data, counts)
+        _prepare(data, counts)
+        dtype = torch.int32 if i % 2 else torch.int64
+        outs = gemm(torch.tensor(raw, dtype=dtype, device="cuda"))
+        torch.cuda.synchronize()
+        _check(data, ref, outs, counts, f"N{n} K{k} caps {caps} counts {raw}")
+    _restore(data, saved)
+    return gemm, data, ref
+
+
+@pytest.mark.parametrize("n,k,g", [(4096, 7168, 8), (7168, 2048, 8), (3072, 4096, 2), (2048, 7168, 16)], ids=str)
+def test_masked_counts(n, k, g):
+    """Device-scheduled form: counts 0 .. capacity (all zero, all full, random, some past the
+    capacity or negative: clamped), int32 and int64, one object."""
+    _sm90_only()
+    rnd = random.Random(144 + n + k + g)
+    caps = [rnd.choice([64, 128, 200, 256, 320]) for _ in range(g)]
+    sets = [[0] * g, caps, [rnd.randint(0, c) for c in caps], [rnd.randint(1, 17) for _ in caps],
+            [c + 50 if i % 3 == 0 else (-4 if i % 3 == 1 else rnd.randint(0, c)) for i, c in enumerate(caps)]]
+    gemm, _data, _ref = _masked_calls(caps, n, k, sets, 1440 + g)
+    assert gemm.cfg.device_schedule, gemm.cfg.short()
+
+
+def test_masked_skinny():
+    """Capacities <= 16: the skinny kernel (its launch covers N_g only), counts 0 .. 16."""
+    _sm90_only()
+    caps = [16, 9, 16, 12, 16, 16, 3, 16]
+    rnd = random.Random(1441)
+    sets = [[0] * 8, caps, [rnd.randint(0, c) for c in caps], [30, -1, 5, 12, 0, 16, 3, 1]]
+    gemm, _data, _ref = _masked_calls(caps, 7168, 2048, sets, 1441)
+    assert gemm.cfg.skinny, gemm.cfg.short()
+
+
+def test_masked_graph_replay():
+    """A torch.cuda.graph of the call replays with the counts the tensor holds at replay time;
+    then custom_kernel on the same buffers (full capacity) and a masked call again, both correct
+    (no state shared between the two paths)."""
+    from nvfp4gemm.dispatch import custom_kernel
+    from nvfp4gemm.masked import MaskedGroupedGemm
+
+    _sm90_only()
+    caps, n, k = [256, 128, 192, 256, 64, 256, 160, 224], 7168, 2048
+    data = R.generate_input(caps, [n] * 8, [k] * 8, 8, 1442, device="cuda", poison_padding=True)
+    ref = R.ref_group(data)
+    saved = _scales_of(data)
+    gemm = MaskedGroupedGemm(data, expected_m=[100] * 8)
+    counts_dev = torch.tensor(caps, dtype=torch.int32, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # (warm-up off the default stream, as torch's docs ask)
+        gemm(counts_dev)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gemm(counts_dev)
+    rnd = random.Random(1442)
+    for raw in ([0] * 8, [rnd.randint(0, c) for c in caps], [c + 1 for c in caps], [rnd.randint(0, c) for c in caps]):
+        counts = _effective(raw, caps)
+        _restore(data, saved)
+        _poison_a_scales(data, counts)
+        _prepare(data, counts)
+        counts_dev.copy_(torch.tensor(raw, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        _check(data, ref, gemm.outputs, counts, f"graph replay, counts {raw}")
+    _restore(data, saved)
+    _prepare(data, caps)
+    out = custom_kernel(data)
+    torch.cuda.synchronize()
+    ok, msg = R.check_implementation(data, out)
+    assert ok, f"custom_kernel on the masked buffers: {msg}"
+    counts = [rnd.randint(0, c) for c in caps]
+    _poison_a_scales(data, counts)
+    _prepare(data, counts)
+    gemm(torch.tensor(counts, device="cuda"))
+    torch.cuda.synchronize()
+    _check(data, ref, gemm.outputs, counts, "masked call after custom_kernel")
+
+
+def test_masked_refusals():
+    """Bad counts and shapes are refused before anything is written, naming the constraint; on
+    sm_100 the class refuses the GPU."""
+    from nvfp4gemm.masked import MaskedGroupedGemm
+    from nvfp4gemm.validate import InputError
+
+    data = R.generate_input([64, 32], [4096, 4096], [2048, 2048], 2, 1443, device="cuda")
+    if torch.cuda.get_device_capability()[0] == 10:
+        with pytest.raises(InputError, match="sm_90"):
+            MaskedGroupedGemm(data)
+        return
+    gemm = MaskedGroupedGemm(data)
+    before = [c.clone() for _a, _b, c in data[0]]
+    for bad, what in ((torch.tensor([1.0, 2.0], device="cuda"), "int32 or int64"),
+                      (torch.tensor([1, 2, 3], device="cuda"), r"shape \(2,\)"),
+                      (torch.tensor([1, 2]), "on cuda"),
+                      ([1, 2], "int32 or int64")):
+        with pytest.raises(InputError, match=what):
+            gemm(bad)
+    torch.cuda.synchronize()
+    assert all(torch.equal(b, c) for b, (_a, _b, c) in zip(before, data[0])), "a refused call wrote C"
+    narrow = R.generate_input([64, 32], [192, 192], [2048, 2048], 2, 1444, device="cuda")
+    with pytest.raises(InputError, match="multiple of 128"):
+        MaskedGroupedGemm(narrow)
+    with pytest.raises(InputError, match="shape"):
+        MaskedGroupedGemm((data[0], data[1], data[2], [(64, 4096, 2048, 1), (33, 4096, 2048, 1)]))
