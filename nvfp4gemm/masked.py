@@ -121,7 +121,7 @@ class MaskedGroupedGemm:
                 self._enqueue(masked_m)
         else:
             self._enqueue(masked_m)
-        return self.outputs
+        return list(self.outputs)
 
     def _enqueue(self, masked_m) -> None:
         # (a device op on the current stream: ordered before the launch, captured with it)
