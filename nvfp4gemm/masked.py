@@ -16,8 +16,8 @@ count is clamped to [0, capacity_g] on the device (no synchronization can report
 of 0 computes nothing for that group).  The call enqueues a clamped copy of `masked_m` into
 the launch's group table and the launch, on the current stream, with no host work that depends
 on the counts: a `torch.cuda.graph` capture of it replays with whatever counts the tensor holds
-at replay time.  The buffers of `data` (and their addresses) are fixed at construction: write
-each call's activations into them.
+at replay time.  The buffers of `data` (and their addresses) are fixed at construction, and the
+object keeps them alive: write each call's activations into them.
 
 sm_90a only: the device-scheduled grouped mixed-input kernel (exps. 136-137: each CTA reads
 M_g, N_g, K_g from the group table and plans its tiles there; the pre-pass covers the A16
@@ -71,6 +71,8 @@ class MaskedGroupedGemm:
         self.cfg, self.shape, self.groups = cfg, tuple(shape), len(shape)
         self.ck = harness.compile_kernel("group", arch, cfg, tuple(shape))
         self.outputs = [c for _a, _b, c in data[0]]
+        # (the launch holds these tensors' addresses: they must live as long as this object)
+        self._tensors = tuple(t for _name, t in used)
         self._keep = []
         with private_buffers():  # (workspaces of its own: no dispatcher template shares them)
             args = list(mod.runtime_args(data, cfg, CUstream(0), keep=self._keep))

@@ -183,3 +183,28 @@ def test_masked_refusals():
         MaskedGroupedGemm(narrow)
     with pytest.raises(InputError, match="shape"):
         MaskedGroupedGemm((data[0], data[1], data[2], [(64, 4096, 2048, 1), (33, 4096, 2048, 1)]))
+
+
+def test_masked_keeps_its_buffers():
+    """The launch holds the buffers' addresses, so the object keeps the tensors alive: with the
+    caller's references dropped and their memory offered to new allocations (filled with other
+    values), a call still reads the original A_g, B_g and scales."""
+    import gc
+
+    from nvfp4gemm.masked import MaskedGroupedGemm
+
+    _sm90_only()
+    caps = [128, 96, 200, 64]
+    data = R.generate_input(caps, [4096] * 4, [2048] * 4, 4, 1445, device="cuda", poison_padding=True)
+    ref = R.ref_group(data)
+    gemm = MaskedGroupedGemm(data)
+    del data
+    gc.collect()
+    junk = [torch.full((1 << 22,), 3, dtype=torch.uint8, device="cuda") for _ in range(64)]  # (reuses freed blocks)
+    counts = [100, 96, 17, 0]
+    outs = gemm(torch.tensor(counts, device="cuda"))
+    torch.cuda.synchronize()
+    for g, (c, m) in enumerate(zip(outs, counts)):
+        errs = R.compare(c[:m], ref[g][:m])
+        assert not errs, f"group {g}: " + "; ".join(errs)
+    del junk
