@@ -86,6 +86,10 @@ class KernelConfig:
     # segments from the group table's sizes (no host-made schedule), so one launch template
     # serves every M_g (NVFP4_DYNAMIC_M callers; `sm90_group_mixed_dynamic`, exps. 136-137)
     device_schedule: bool = False
+    # with device_schedule: M_g = min(max(counts[g], 0), the group table's M_g), counts an int32
+    # device tensor in the launch's (otherwise unused) row-offset argument: the per-call counts
+    # of `nvfp4gemm.masked.MaskedGroupedGemm`, whose table holds the capacities (exp. 145)
+    masked: bool = False
 
     @property
     def gemms(self) -> int:
@@ -108,7 +112,7 @@ class KernelConfig:
             mode = form.get(tuple(self.mma_tile_mn), "") + \
                 (" pairs" if self.cluster_mn == (2, 1) else " streamK" if self.split_k else "")
             if self.device_schedule:
-                mode += " devsched"
+                mode += " devsched" + (" masked" if self.masked else "")
             if self.forms:
                 return "mixed " + "+".join(f"{a}x{b}" for a, b in self.forms) + f" ab{self.ab_stages}" + mode
             return f"mixed {m}x{n} ab{self.ab_stages} a16x{mixed_a16_stages(self)}" + mode
@@ -270,6 +274,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
         errs.append(f"raster {cfg.raster!r} must be 'm' or 'n'")
     if min(cfg.ab_stages, cfg.acc_stages, cfg.epi_stages, cfg.occupancy) < 1:
         errs.append("stage counts and occupancy must be >= 1")
+    if cfg.masked and not (cfg.device_schedule and cfg.arch == "sm_90a"):
+        errs.append("masked (M_g read from a counts tensor) needs the sm_90a device schedule (device_schedule)")
     if cfg.arch == "sm_100a":
         if cfg.cta_group not in (1, 2):
             errs.append(f"cta_group {cfg.cta_group} must be 1 or 2")
@@ -299,7 +305,7 @@ def check_config(cfg: KernelConfig) -> list[str]:
         if cfg.a_prepass and cfg.problem == "group" and cfg != sm90_group_mixed(True) \
                 and not (tuple(cfg.mma_tile_mn) in GROUP_MIXED_TILES and cfg == sm90_group_mixed(tile=cfg.mma_tile_mn)) \
                 and not (tuple(cfg.mma_tile_mn) in DEVICE_SCHEDULE_TILES
-                         and cfg == sm90_group_mixed_dynamic(tile=cfg.mma_tile_mn)) \
+                         and cfg == sm90_group_mixed_dynamic(tile=cfg.mma_tile_mn, masked=cfg.masked)) \
                 and not (cfg.forms and cfg == sm90_group_mixed_forms(cfg.forms)):
             errs.append("a_prepass (mixed-input grouped kernel) needs tile (256, 128), swap_ab, ab_stages 2, "
                         "split_k, cluster (1, 1) (stream-K segments) or (2, 1) (split-K pairs); or another tile of "
@@ -1002,15 +1008,16 @@ def sm90_group_mixed(pairs: bool = False, tile=(256, 128)) -> KernelConfig:
 DEVICE_SCHEDULE_TILES = frozenset(t for t in GROUP_MIXED_TILES if t[0] != 192)
 
 
-def sm90_group_mixed_dynamic(tile=(256, 128)) -> KernelConfig:
+def sm90_group_mixed_dynamic(tile=(256, 128), masked: bool = False) -> KernelConfig:
     """The grouped mixed-input kernel with its schedule made on the device (exps. 136-137): one
     form; each CTA reads the M_g, N_g, K_g of the group table and walks its work items --
     whole tiles t = blockIdx, + gridDim, ... (`scheduler.device_tile`), or under two waves
     with one K for every group, stream-K segments when the cost test of `stream_k_plan` says so
     (`scheduler.device_plan`, `device_segment`); the pre-pass finds each half's group the same
     way.  No launch table depends on M_g, so one launch template serves inputs whose M_g change
-    every call (NVFP4_DYNAMIC_M)."""
-    return replace(sm90_group_mixed(tile=tile), device_schedule=True)
+    every call (NVFP4_DYNAMIC_M).  `masked`: M_g read from a counts tensor, each clamped to the
+    table's M_g (MaskedGroupedGemm, exp. 145)."""
+    return replace(sm90_group_mixed(tile=tile), device_schedule=True, masked=masked)
 
 
 # Split-K pairs of the grouped mixed-input kernel (cluster (2, 1), exp. 79) where the cost
@@ -2067,15 +2074,17 @@ def sm90_group_masked_pick(shape, expected_m=None) -> KernelConfig | None:
     """The config of a grouped launch whose M_g are read on the GPU (nvfp4gemm/masked.py, exp.
     144), for buffers of `shape`'s M_g rows (the capacities): the skinny kernel where every
     capacity <= SKINNY_MAX_M (its launch covers N_g only), else the device-scheduled mixed form
-    with `device_schedule_tile` of the expected M_g (each within 1..its capacity; the capacities
-    where None: the tile rule cannot see the device's M_g); None where no tile divides N_g."""
+    reading the counts itself (`masked`, exp. 145) with `device_schedule_tile` of the expected M_g
+    (each within 1..its capacity; the capacities where None: the tile rule cannot see the
+    device's M_g); None where no tile divides N_g."""
     if group_skinny_ok(shape):
         return sm90_group_skinny(shape)
     if expected_m is not None:
         if len(expected_m) != len(shape):
             raise ValueError(f"expected_m has {len(expected_m)} values for {len(shape)} groups")
         shape = tuple((min(max(int(e), 1), m), n, k) for e, (m, n, k) in zip(expected_m, shape))
-    return sm90_group_dynamic_pick(shape)
+    tile = device_schedule_tile(shape)
+    return None if tile is None else sm90_group_mixed_dynamic(tile, masked=True)
 
 
 def sm90_group_dynamic_pick(shape) -> KernelConfig | None:

@@ -13,18 +13,22 @@ device:
 Call g computes rows 0 .. masked_m[g] - 1 of C_g = A_g B_g^T into the first rows of C_g and
 writes no other row; A_g rows past the count are not read (their values do not matter).  A
 count is clamped to [0, capacity_g] on the device (no synchronization can report it; a count
-of 0 computes nothing for that group).  The call enqueues a clamped copy of `masked_m` into
-the launch's group table and the launch, on the current stream, with no host work that depends
-on the counts: a `torch.cuda.graph` capture of it replays with whatever counts the tensor holds
-at replay time.  The buffers of `data` (and their addresses) are fixed at construction, and the
+of 0 computes nothing for that group).  The call enqueues the launch on the current stream
+with no host work that depends on the counts: a `torch.cuda.graph` capture of it replays with
+whatever counts the tensor holds at replay time.  The buffers of `data` (and their addresses) are fixed at construction, and the
 object keeps them alive: write each call's activations into them.
 
-sm_90a only: the device-scheduled grouped mixed-input kernel (exps. 136-137: each CTA reads
-M_g, N_g, K_g from the group table and plans its tiles there; the pre-pass covers the A16
-buffer's capacity), or the skinny kernel where every capacity <= 16 rows (its launch covers N_g
-only, exp. 138).  Neither has a host-side table that depends on M_g; the table's M_g entries
-(int64, entry 8g + 5) are the only thing a call changes.  One object's calls run in stream
-order on its own table and workspaces: calls of one object on two streams at once race.
+sm_90a only.  The device-scheduled grouped mixed-input kernel in its `masked` form (exps.
+136-137, 145): each CTA reads the capacities M_g, N_g, K_g from the group table and the counts
+from the caller's int32 tensor (its address is a launch argument), clamps each count to its
+capacity and plans its tiles from them; the pre-pass covers the A16 buffer's capacity.  A call
+is that one launch (int64, strided or unaligned counts first go through one device copy into
+an int32 buffer of the object's own).  Where every capacity <= 16 rows the skinny kernel runs
+instead (its launch covers N_g only, exp. 138): it reads M_g from the table, so a call first
+writes the clamped counts there (one torch op; exp. 144's path).  Neither has a host-side
+table that depends on the counts.  One object's calls run in stream order on its own table and
+workspaces: calls of one object on two streams at once race.  A CUDA graph of a call reads the
+counts tensor it captured.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from nvfp4gemm.dispatch import PackedLaunch, _current_device, _stream_handle
 from nvfp4gemm.validate import InputError, arch_of_capability, validate_device, validate_group
 
 M_FIELD = 5  # the group table's M_g entry in each row (grouped_gemm.META_FIELDS: a, b, c, sfa, sfb, M, N, K)
+COUNTS_ARG = 2  # the masked kernel's counts pointer: its row-offset argument (grouped_mixed, exp. 145)
 
 
 class MaskedGroupedGemm:
@@ -90,7 +95,11 @@ class MaskedGroupedGemm:
             if isinstance(a, _Pointer):
                 a.__c_pointers__()
         args[0]._desc.value = self.table.data_ptr()
-        # the column of M_g entries the calls write (a strided view of the table)
+        # the masked kernel reads the counts through argument 2 (`_counts_arg`); the skinny
+        # kernel's calls write them into the table's M_g entries (a strided view of the table)
+        self._counts_arg = args[COUNTS_ARG] if cfg.masked else None
+        self._counts_at = None  # (the address argument 2 holds now)
+        self._counts32 = torch.zeros(self.groups, dtype=torch.int32, device=self.device)
         self._m_column = self.table.view(MAX_GROUPS, META_FIELDS)[:self.groups, M_FIELD]
         self.capacity = torch.tensor([m for m, _n, _k in shape], dtype=torch.int64, device=self.device)
         self._zero = torch.zeros_like(self.capacity)
@@ -126,6 +135,16 @@ class MaskedGroupedGemm:
         return list(self.outputs)
 
     def _enqueue(self, masked_m) -> None:
-        # (a device op on the current stream: ordered before the launch, captured with it)
-        torch.clamp(masked_m, self._zero, self.capacity, out=self._m_column)
+        if self._counts_arg is not None:
+            src = masked_m
+            if masked_m.dtype != torch.int32 or not masked_m.is_contiguous() or masked_m.data_ptr() % 16:
+                # (the kernel reads 32-bit counts at a 16-byte-aligned address: one device copy)
+                src = self._counts32
+                src.copy_(masked_m)
+            at = src.data_ptr()
+            if at != self._counts_at:
+                self._counts_arg._desc.value = self._counts_at = at
+        else:
+            # (a device op on the current stream: ordered before the launch, captured with it)
+            torch.clamp(masked_m, self._zero, self.capacity, out=self._m_column)
         self._launch_on(_stream_handle(self.device))()

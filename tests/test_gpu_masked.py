@@ -80,8 +80,13 @@ def _masked_calls(caps, n, k, count_sets, seed, expected_m=None):
         _restore(data, saved)
         _poison_a_scales(data, counts)
         _prepare(data, counts)
-        dtype = torch.int32 if i % 2 else torch.int64
-        outs = gemm(torch.tensor(raw, dtype=dtype, device="cuda"))
+        # int64, int32 (read in place by the masked kernel: a new address each call), a strided
+        # int32 view (copied first)
+        if i % 3 == 2:
+            dev = torch.tensor([x for v in raw for x in (v, -99)], dtype=torch.int32, device="cuda")[::2]
+        else:
+            dev = torch.tensor(raw, dtype=torch.int32 if i % 3 else torch.int64, device="cuda")
+        outs = gemm(dev)
         torch.cuda.synchronize()
         _check(data, ref, outs, counts, f"N{n} K{k} caps {caps} counts {raw}")
     _restore(data, saved)
@@ -90,15 +95,16 @@ def _masked_calls(caps, n, k, count_sets, seed, expected_m=None):
 
 @pytest.mark.parametrize("n,k,g", [(4096, 7168, 8), (7168, 2048, 8), (3072, 4096, 2), (2048, 7168, 16)], ids=str)
 def test_masked_counts(n, k, g):
-    """Device-scheduled form: counts 0 .. capacity (all zero, all full, random, some past the
-    capacity or negative: clamped), int32 and int64, one object."""
+    """Device-scheduled form reading the counts itself: counts 0 .. capacity (all zero, all full,
+    random, some past the capacity or negative: clamped), int32 in place, int64 and strided int32
+    through its copy, one object."""
     _sm90_only()
     rnd = random.Random(144 + n + k + g)
     caps = [rnd.choice([64, 128, 200, 256, 320]) for _ in range(g)]
     sets = [[0] * g, caps, [rnd.randint(0, c) for c in caps], [rnd.randint(1, 17) for _ in caps],
             [c + 50 if i % 3 == 0 else (-4 if i % 3 == 1 else rnd.randint(0, c)) for i, c in enumerate(caps)]]
     gemm, _data, _ref = _masked_calls(caps, n, k, sets, 1440 + g)
-    assert gemm.cfg.device_schedule, gemm.cfg.short()
+    assert gemm.cfg.device_schedule and gemm.cfg.masked, gemm.cfg.short()
 
 
 def test_masked_skinny():

@@ -1041,7 +1041,9 @@ def test_masked_pick():
     device-scheduled tile divides N_g; the expected M_g must be one per group."""
     caps = ((512, 4096, 7168),) * 8
     cfg = configs.sm90_group_masked_pick(caps)
-    assert cfg.device_schedule and tuple(cfg.mma_tile_mn) == configs.device_schedule_tile(caps)
+    assert cfg.device_schedule and cfg.masked and tuple(cfg.mma_tile_mn) == configs.device_schedule_tile(caps)
+    assert not configs.check_config(cfg) and "masked" in cfg.short()
+    assert any("masked" in e for e in configs.check_config(dataclasses.replace(configs.sm90_group_mixed(), masked=True)))
     small = configs.sm90_group_masked_pick(caps, [8] * 8)
     assert small.device_schedule and tuple(small.mma_tile_mn) == configs.device_schedule_tile(((8, 4096, 7168),) * 8)
     assert tuple(small.mma_tile_mn) != tuple(cfg.mma_tile_mn)  # (the expected M_g do steer the tile)

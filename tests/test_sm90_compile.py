@@ -94,6 +94,8 @@ def _cases():
     # exp. 136: the device-scheduled form's tiles that NVFP4_DYNAMIC_M picks
     for tile in ((256, 128), (256, 64), (128, 128)):
         seen.setdefault(("group", configs.sm90_group_mixed_dynamic(tile)), ((100, 4096, 7168),) * 8)
+        # exp. 145: the same with the counts read from a tensor (MaskedGroupedGemm)
+        seen.setdefault(("group", configs.sm90_group_mixed_dynamic(tile, masked=True)), ((100, 4096, 7168),) * 8)
     return [(p, c, s) for (p, c), s in seen.items()]
 
 

@@ -150,6 +150,9 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         # whole tiles, stream-K segments past the whole waves), no schedule, row offsets or
         # pre-pass prefix sums from the host
         self.device_schedule = config.device_schedule
+        # exp. 145: the device schedule's M_g from a counts tensor (the row-offset argument, which
+        # the device schedule does not use), each clamped to the table's M_g (`rows_column`)
+        self.masked = config.masked
         # Sm90Common's setmaxnreg split (producer 40, consumers 232): the cp.async producer
         # fits it without spills in every form here (exp. 69's four-width 128-row form spilled)
         # scale atoms per stage: tile_m / 128, or 2 for 192 rows (they start at row 0 or 64 of
@@ -273,7 +276,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         if cutlass.const_expr(self.device_schedule):
             # total_halves is the A16 buffer's capacity here: the grid covers it, the halves
             # of this call's M_g are counted from the group table
-            dst, total_halves = self.prepass_device_half(meta, a16_ptr, k_max, t, base + lane * 64)
+            dst, total_halves = self.prepass_device_half(meta, row0, a16_ptr, k_max, t, base + lane * 64)
         else:
             if t < total_halves:
                 g = group_of(t, pre_offs)
@@ -342,7 +345,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
             # item recomputing it from the table spilled 264-696 bytes)
             dplan = (cta, st.plan.get_tensor(cute.make_layout(8)))
             if tidx == 0:
-                for j, v in enumerate(self.device_plan(meta, cta)):
+                for j, v in enumerate(self.device_plan(meta, row0, cta)):
                     dplan[1][j] = v
         else:
             i0 = seg_offs[cta]
@@ -356,7 +359,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
             self.producer(st, b_pipe, a_pipe, tma_a16, mA16, meta, row0, segs, i0, i1, dplan, tidx, warp_idx)
         else:
             cute.arch.warpgroup_reg_alloc(self.mma_regs)
-            self.consumer(st, b_pipe, a_pipe, tiled_mma, meta, segs, i0, i1, dplan, ws_ptr, flags_ptr, cta, tidx)
+            self.consumer(st, b_pipe, a_pipe, tiled_mma, meta, row0, segs, i0, i1, dplan, ws_ptr, flags_ptr, cta, tidx)
 
     @cute.jit
     def producer(self, st, b_pipe, a_pipe, tma_a16, mA16, meta, row0, segs, i0, i1, dplan, tidx, warp_idx):
@@ -375,7 +378,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         for i in cutlass.range(i0, i1, unroll=1):
             kb0, kb1 = Int32(0), Int32(0)
             if cutlass.const_expr(self.device_schedule):
-                g, nb, m0, r0g, kb0, kb1 = self.device_item(meta, dplan, i)
+                g, nb, m0, r0g, kb0, kb1 = self.device_item(meta, row0, dplan, i)
                 n0 = nb * self.tile_m
                 mt = (r0g + m0) // self.tile_n
             else:
@@ -420,7 +423,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
             a_pipe.producer_tail(ast)
 
     @cute.jit
-    def consumer(self, st, b_pipe, a_pipe, tiled_mma, meta, segs, i0, i1, dplan, ws_ptr, flags_ptr, cta, tidx):
+    def consumer(self, st, b_pipe, a_pipe, tiled_mma, meta, row0, segs, i0, i1, dplan, ws_ptr, flags_ptr, cta, tidx):
         ct = tidx - 128  # consumer thread 0..255
         # tCcC: (tile_m, 128) coordinates; row r is column n0 + r of C_g, column c its row m0 + c
         tCrB, ra, tCcC, acc, b_p, sf_p, a16_p, bread, aread, afree = self.consumer_setup(st, tiled_mma, ct)
@@ -439,7 +442,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
             # m0 ..), part s of ns
             g, nb, m0, kb0, kb1, s, ns = Int32(0), Int32(0), Int32(0), Int32(0), Int32(0), Int32(0), Int32(1)
             if cutlass.const_expr(self.device_schedule):
-                g, nb, m0, _r0g, kb0, kb1, s, ns = self.device_item(meta, dplan, i, parts=True)
+                g, nb, m0, _r0g, kb0, kb1, s, ns = self.device_item(meta, row0, dplan, i, parts=True)
             acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
             # three-warpgroup form: this thread's B row counted from the stage's first scale
@@ -481,7 +484,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
             if cutlass.const_expr(self.device_schedule):
                 if finish != 0:
                     self.store_c_t_staged(acc, tCcC, meta[(g, 2)], nb * self.tile_m, m0,
-                                          Int32(meta[(g, 5)]), Int32(meta[(g, 6)]), ct, c_stage)
+                                          self.rows_column(meta, row0)[g], Int32(meta[(g, 6)]), ct, c_stage)
             elif cutlass.const_expr(not self.cluster_pairs):  # (a pair rank stored its rows above)
                 if finish != 0:
                     g = segs[(i, 0)]
@@ -493,39 +496,40 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
 
     # ------------------------------------------------------------------ device schedule (exp. 136)
     @cute.jit
-    def device_plan(self, meta: cute.Tensor, cta: Int32):
+    def device_plan(self, meta: cute.Tensor, counts: cute.Tensor, cta: Int32):
         """CTA cta's (dp, u0, end, n_dp, items, div, kb) from the group table
         (scheduler.device_totals, device_plan)."""
-        total, kb = scheduler.device_totals(_TableColumn(meta, 5), _TableColumn(meta, 6), _TableColumn(meta, 7),
+        total, kb = scheduler.device_totals(self.rows_column(meta, counts), _TableColumn(meta, 6), _TableColumn(meta, 7),
                                             self.tile_m, self.tile_n, K_BLOCK)
         return scheduler.device_plan(total, kb, cta, cute.arch.grid_dim()[0]) + (kb,)
 
     @cute.jit
-    def device_item(self, meta: cute.Tensor, dplan, i: Int32, parts: bool = False):
+    def device_item(self, meta: cute.Tensor, counts: cute.Tensor, dplan, i: Int32, parts: bool = False):
         """Work item i of this CTA under its device plan (`dplan`: the CTA and the plan in shared
         memory, run_cta): (g, nb, m0, r0g, kb0, kb1) and with `parts` its stream-K rank s of ns
         (scheduler.device_segment; a whole tile runs its group's k-blocks)."""
         cta, plan = dplan
         tile, kb0, kb1, s, ns, whole = scheduler.device_segment(i, cta, cute.arch.grid_dim()[0], plan[0], plan[1],
                                                                 plan[2], plan[3], plan[6], plan[5])
-        g, nb, m0, r0g, kbg, _ = self.device_tile(meta, tile)
+        g, nb, m0, r0g, kbg, _ = self.device_tile(meta, counts, tile)
         kb1 = kb1 + whole * kbg
         if cutlass.const_expr(parts):
             return g, nb, m0, r0g, kb0, kb1, s, ns
         return g, nb, m0, r0g, kb0, kb1
 
     @cute.jit
-    def device_tile(self, meta: cute.Tensor, t: Int32):
+    def device_tile(self, meta: cute.Tensor, counts: cute.Tensor, t: Int32):
         """(g, nb, m0, r0g, kb, total) of tile t of the device schedule from the group table
         (`scheduler.device_tile`)."""
-        return scheduler.device_tile(t, _TableColumn(meta, 5), _TableColumn(meta, 6), _TableColumn(meta, 7),
+        return scheduler.device_tile(t, self.rows_column(meta, counts), _TableColumn(meta, 6), _TableColumn(meta, 7),
                                      self.tile_m, self.tile_n, K_BLOCK)
 
     @cute.jit
-    def prepass_device_half(self, meta: cute.Tensor, a16_ptr: cute.Pointer, k_max: Int32, t: Int32, stage):
+    def prepass_device_half(self, meta: cute.Tensor, counts: cute.Tensor, a16_ptr: cute.Pointer, k_max: Int32, t: Int32,
+                            stage):
         """The device schedule's pre-pass half t (`device_half`) decoded into `stage` as in the
         host-planned pre-pass: (its A16 address, 0 past the last half; the halves of all groups)."""
-        g, first, r0g, total = self.device_half(meta, t)
+        g, first, r0g, total = self.device_half(meta, counts, t)
         dst = Int64(0)
         if t < total:
             kg = Int32(meta[(g, 7)])
@@ -537,9 +541,14 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
         return dst, total
 
     @cute.jit
-    def device_half(self, meta: cute.Tensor, t: Int32):
+    def device_half(self, meta: cute.Tensor, counts: cute.Tensor, t: Int32):
         """(g, first, r0g, total) of pre-pass half t from the group table (`scheduler.device_half`)."""
-        return scheduler.device_half(t, _TableColumn(meta, 5), _TableColumn(meta, 7), self.tile_n)
+        return scheduler.device_half(t, self.rows_column(meta, counts), _TableColumn(meta, 7), self.tile_n)
+
+    def rows_column(self, meta: cute.Tensor, counts: cute.Tensor):
+        """The M_g the device schedule reads (trace time): the group table's, or under `masked`
+        each group's count clamped to it (`_MaskedRows`)."""
+        return _MaskedRows(meta, counts) if self.masked else _TableColumn(meta, 5)
 
 
 class _TableColumn:
@@ -555,6 +564,23 @@ class _TableColumn:
 
     def __getitem__(self, h: int):
         return Int32(self.meta[(h, self.field)])
+
+
+class _MaskedRows(_TableColumn):
+    """M_g = min(max(counts[g], 0), the table's M_g) (exp. 145): the table holds the buffers'
+    capacities, `counts` the caller's int32 counts, one per group.  A row past the groups has
+    M_g 0 in the table and reads counts[0] (always there), clamped to 0: no load past the
+    caller's tensor, no branch."""
+
+    def __init__(self, meta, counts):
+        super().__init__(meta, 5)
+        self.counts = counts
+
+    def __getitem__(self, h):
+        cap = Int32(self.meta[(h, 5)])
+        c = self.counts[h * scheduler._flag(cap > 0)]
+        c = c * scheduler._flag(c > 0)
+        return c + scheduler._flag(c > cap) * (cap - c)
 
 
 class Sm90GroupedMixedFormsKernel:

@@ -139,7 +139,9 @@ class Sm90SkinnyCore:
                     scales.append(sf_row(sfb_addr, r, n))
         for h in cutlass.range_constexpr(self.n8):
             t = g + h * 8
-            t = cutlass.select_(t < m, t, m - 1)  # rows past M: any valid row, outputs dropped
+            # rows past M: any valid row, outputs dropped (row 0 where M is 0: MaskedGroupedGemm's
+            # zero counts, exp. 145; row -1 faulted there)
+            t = cutlass.select_(t < m, t, cutlass.max(m - 1, 0))
             data.append(a_addr + (Int64(bl) * Int64(m) + Int64(t)) * kh + lane_byte)
             scales.append(sf_row(sfa_addr, t, m))
         return data, scales
