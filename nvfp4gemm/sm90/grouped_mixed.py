@@ -56,7 +56,9 @@ and every role maps work item i to its tile or segment (`scheduler.device_segmen
 `device_tile`); C stores and stream-K reduction as above.  One launch template serves any M_g
 whose A16 rows fit its buffer (`device_fits`).  H100, 2026-11-26: host per call with new M_g
 1.5-4.4 ms -> 121-199 us through the dispatcher; kernels 1.062x the host-planned picks (geomean,
-12 shapes).
+12 shapes).  Its `masked` form (exp. 145, nvfp4gemm/masked.py) takes M_g = min(max(counts[g], 0),
+the table's M_g) from a caller's int32 counts tensor passed in the row-offset argument (which the
+device schedule does not use otherwise): the table then holds the buffers' capacities.
 
 H100, 2026-11-25 (ab_compare against the stored-decode kernels the rule picks): stream-K
 256 x 128 on g8 N4096 K7168 0.938 (141 -> 132 us), g8 N7168 K2048 0.969 (exp. 78); 128 x 128
