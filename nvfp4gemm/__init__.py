@@ -6,6 +6,7 @@ Layers:
   epilogue   silu(x1)*x2 math shared by the dual-GEMM kernels of both architectures
   harness    compile any kernel for a named arch and config, with or without a GPU
   dispatch   custom_kernel: validate, pick config, compile once, launch
+  masked     MaskedGroupedGemm: grouped GEMM with M_g read on the GPU (MoE counts; sm_90a)
   sm100/     Blackwell kernels (tcgen05, TMEM)
   sm90/      Hopper kernels (wgmma, in-kernel NVFP4 decode)
 """

@@ -15,8 +15,9 @@ writes no other row; A_g rows past the count are not read (their values do not m
 count is clamped to [0, capacity_g] on the device (no synchronization can report it; a count
 of 0 computes nothing for that group).  The call enqueues the launch on the current stream
 with no host work that depends on the counts: a `torch.cuda.graph` capture of it replays with
-whatever counts the tensor holds at replay time.  The buffers of `data` (and their addresses) are fixed at construction, and the
-object keeps them alive: write each call's activations into them.
+whatever counts the tensor holds at replay time.  The buffers of `data` (and their addresses)
+are fixed at construction, and the object keeps them alive: write each call's activations into
+them.
 
 sm_90a only.  The device-scheduled grouped mixed-input kernel in its `masked` form (exps.
 136-137, 145): each CTA reads the capacities M_g, N_g, K_g from the group table and the counts
@@ -43,7 +44,6 @@ from nvfp4gemm.dispatch import PackedLaunch, _current_device, _stream_handle
 from nvfp4gemm.validate import InputError, arch_of_capability, validate_device, validate_group
 
 M_FIELD = 5  # the group table's M_g entry in each row (grouped_gemm.META_FIELDS: a, b, c, sfa, sfb, M, N, K)
-COUNTS_ARG = 2  # the masked kernel's counts pointer: its row-offset argument (grouped_mixed, exp. 145)
 
 
 class MaskedGroupedGemm:
@@ -87,6 +87,7 @@ class MaskedGroupedGemm:
 
         from nvfp4gemm.sm90.common import device_tables
         from nvfp4gemm.sm90.grouped_gemm import MAX_GROUPS, META_FIELDS, table_entries
+        from nvfp4gemm.sm90.grouped_mixed import COUNTS_ARG
 
         vals = table_entries(data, cfg)
         self.table = device_tables(self.device, (vals + (0,) * (MAX_GROUPS * META_FIELDS - len(vals)),
@@ -98,8 +99,9 @@ class MaskedGroupedGemm:
         # the masked kernel reads the counts through argument 2 (`_counts_arg`); the skinny
         # kernel's calls write them into the table's M_g entries (a strided view of the table)
         self._counts_arg = args[COUNTS_ARG] if cfg.masked else None
-        self._counts_at = None  # (the address argument 2 holds now)
-        self._counts32 = torch.zeros(self.groups, dtype=torch.int32, device=self.device)
+        self._counts_at = None  # (the address that argument holds now)
+        # (counts the masked kernel cannot read in place are copied here first)
+        self._counts32 = torch.zeros(self.groups, dtype=torch.int32, device=self.device) if cfg.masked else None
         self._m_column = self.table.view(MAX_GROUPS, META_FIELDS)[:self.groups, M_FIELD]
         self.capacity = torch.tensor([m for m, _n, _k in shape], dtype=torch.int64, device=self.device)
         self._zero = torch.zeros_like(self.capacity)

@@ -215,3 +215,18 @@ def test_moe_structures_and_table(capsys):
     out = capsys.readouterr().out
     assert "g8 N4096 K7168 M_g 1-256" in out and "151.2" in out and "1.72x" in out and "devsched" in out
     assert re.search(r"g8 N7168 K2048 M_g 1-256 +NO ", out)
+
+
+def test_moe_masked_table(capsys):
+    """bench.py --moe's MaskedGroupedGemm table prints each row's figures (and NO for a failed
+    check); `masked_serves` says which structures the class takes (N_g % 128, or capacity <= 16)."""
+    from benchmarks import timing
+
+    row = {"structure": [8, 7168, 2048], "capacity": 256, "us": 86.94, "gpu_us": 85.8, "host_us": 15.6,
+           "graph_us": 92.1, "graph_host_us": 18.1, "correct": True, "config": "mixed 256x128 ab2 a16x8 streamK devsched masked"}
+    timing.print_moe_masked([row, dict(row, correct=False, structure=[16, 2048, 7168])])
+    out = capsys.readouterr().out
+    assert re.search(r"g8 N7168 K2048 cap 256 +yes +86.9 +85.8 +15.6 +92.1 +18.1 +mixed", out)
+    assert re.search(r"g16 N2048 K7168 cap 256 +NO ", out)
+    assert timing.masked_serves((8, 4096, 7168), 256) and timing.masked_serves((8, 192, 2048), 16)
+    assert not timing.masked_serves((8, 192, 2048), 256)
