@@ -522,31 +522,34 @@ def moe_masked_case(structure, max_m: int, timer: Timer) -> dict:
     return out
 
 
-def print_moe_masked(rows) -> None:
-    print("\nMoE, counts on the GPU (MaskedGroupedGemm: expert buffers of the capacity, M_g read on the device), "
-          "mean per call, median of rounds")
-    head = f"{'case':28} {'ok':3} {'us':>8} {'GPU us':>8} {'host us':>8} {'graph us':>9} {'graph host':>10}  config"
+def _print_moe_rows(title: str, head: str, rows, line) -> None:
+    """A MoE table: title, header, one `line(case name "gG NN KK", row)` per row."""
+    print(title)
     print(head)
     print("-" * len(head))
     for r in rows:
         g, n, k = r["structure"]
-        case = f"g{g} N{n} K{k} cap {r['capacity']}"
-        print(f"{case:28} {'yes' if r['correct'] else 'NO':3} {r['us']:8.1f} {r['gpu_us']:8.1f} {r['host_us']:8.1f} "
-              f"{r['graph_us']:9.1f} {r['graph_host_us']:10.1f}  {r['config']}")
+        print(line(f"g{g} N{n} K{k}", r))
+
+
+def print_moe_masked(rows) -> None:
+    _print_moe_rows(
+        "\nMoE, counts on the GPU (MaskedGroupedGemm: expert buffers of the capacity, M_g read on the device), "
+        "mean per call, median of rounds",
+        f"{'case':28} {'ok':3} {'us':>8} {'GPU us':>8} {'host us':>8} {'graph us':>9} {'graph host':>10}  config", rows,
+        lambda name, r: f"{name + ' cap ' + str(r['capacity']):28} {'yes' if r['correct'] else 'NO':3} {r['us']:8.1f} "
+                        f"{r['gpu_us']:8.1f} {r['host_us']:8.1f} {r['graph_us']:9.1f} {r['graph_host_us']:10.1f}  {r['config']}")
 
 
 def print_moe(rows) -> None:
-    print("\nMoE: calls with new M_g every call over the same expert weights, back to back (mean per call, "
-          "median of rounds); host = the host's own time per call; GPU = the calls' own time, all queued ahead")
-    head = f"{'case':28} {'ok':3} {'us':>8} {'GPU us':>8} {'host us':>8} {'TFLOP/s':>8} {'cuBLAS loop':>11} {'speedup':>8}  compiles  configs"
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        g, n, k = r["structure"]
-        case = f"g{g} N{n} K{k} M_g 1-{r['max_m']}"
-        print(f"{case:28} "
-              f"{'yes' if r['correct'] else 'NO':3} {r['us']:8.1f} {r.get('gpu_us', float('nan')):8.1f} {r['host_us']:8.1f} {r['tflops']:8.1f} "
-              f"{r['cublas_loop_us']:11.1f} {r['speedup']:7.2f}x  {r['compiles_timed']:8}  {', '.join(r['configs'])}")
+    _print_moe_rows(
+        "\nMoE: calls with new M_g every call over the same expert weights, back to back (mean per call, "
+        "median of rounds); host = the host's own time per call; GPU = the calls' own time, all queued ahead",
+        f"{'case':28} {'ok':3} {'us':>8} {'GPU us':>8} {'host us':>8} {'TFLOP/s':>8} {'cuBLAS loop':>11} {'speedup':>8}  "
+        "compiles  configs", rows,
+        lambda name, r: f"{name + ' M_g 1-' + str(r['max_m']):28} {'yes' if r['correct'] else 'NO':3} {r['us']:8.1f} "
+                        f"{r.get('gpu_us', float('nan')):8.1f} {r['host_us']:8.1f} {r['tflops']:8.1f} "
+                        f"{r['cublas_loop_us']:11.1f} {r['speedup']:7.2f}x  {r['compiles_timed']:8}  {', '.join(r['configs'])}")
 
 
 def geomean(xs):
