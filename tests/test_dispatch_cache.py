@@ -70,6 +70,9 @@ def _cpu_dispatcher(monkeypatch, validator: str, calls, fn, mod):
     monkeypatch.setattr(dispatch, "validate_device", lambda used: torch.device("cpu"))
     monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device, dynamic_m=None: ("sm_90a", None, types.SimpleNamespace(fn=fn), mod))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=0))
+    # (a CUDA build of torch has the raw-stream call, which `_stream_handle` prefers: it would ask
+    # for the CPU device's stream on a GPU machine)
+    monkeypatch.setattr(dispatch, "_RAW_STREAM", None)
     dispatch.clear_caches()
 
 
