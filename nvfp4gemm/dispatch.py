@@ -119,13 +119,20 @@ def plan(problem: str, shape, device: torch.device, dynamic_m: bool | None = Non
 def _plan(problem: str, shape, device: torch.device, dynamic_m: bool):
     arch = arch_of_capability(_capability(device))
     cfg = select_config(problem, arch, shape, dynamic_m)
+    mod, ck = compiled_for(problem, arch, cfg, shape)
+    return arch, cfg, ck, mod
+
+
+def compiled_for(problem: str, arch: str, cfg, shape) -> tuple:
+    """(kernel module, compiled kernel) of `cfg` for a shape, after the kernel's own shape rules
+    (e.g. sm_100a dual M % 128: InputError naming them, before any launch); the compile is cached
+    per config (harness)."""
     mod, cls = harness.kernel_module(problem, arch, cfg)
-    try:  # arch-specific shape rules (e.g. sm_100a dual M % 128), before any launch
+    try:
         cls.can_implement(cfg, *shape) if problem == "dual" else cls.can_implement(cfg, shape)
     except ValueError as e:
         raise InputError(f"{arch} {problem} kernel: {e}") from e
-    ck = harness.compile_kernel(problem, arch, cfg, shape)
-    return arch, cfg, ck, mod
+    return mod, harness.compile_kernel(problem, arch, cfg, shape)
 
 
 class PackedLaunch:

@@ -38,9 +38,8 @@ import torch
 from cuda.bindings.driver import CUstream
 
 import configs
-from nvfp4gemm import harness
 from nvfp4gemm.cache import private_buffers
-from nvfp4gemm.dispatch import PackedLaunch, _current_device, _stream_handle
+from nvfp4gemm.dispatch import PackedLaunch, _current_device, _stream_handle, compiled_for
 from nvfp4gemm.validate import InputError, arch_of_capability, validate_device, validate_group
 
 M_FIELD = 5  # the group table's M_g entry in each row (grouped_gemm.META_FIELDS: a, b, c, sfa, sfb, M, N, K)
@@ -68,13 +67,8 @@ class MaskedGroupedGemm:
             raise InputError("MaskedGroupedGemm needs every N_g to be a multiple of 128 (the device-scheduled "
                              "kernel's B rows per tile) unless every capacity M_g <= "
                              f"{configs.SKINNY_MAX_M}; got N_g {[n for _m, n, _k in shape]}")
-        mod, cls = harness.kernel_module("group", arch, cfg)
-        try:
-            cls.can_implement(cfg, tuple(shape))
-        except ValueError as e:
-            raise InputError(f"sm_90a grouped kernel: {e}") from e
         self.cfg, self.shape, self.groups = cfg, tuple(shape), len(shape)
-        self.ck = harness.compile_kernel("group", arch, cfg, tuple(shape))
+        mod, self.ck = compiled_for("group", arch, cfg, self.shape)
         self.outputs = [c for _a, _b, c in data[0]]
         # (the launch holds these tensors' addresses: they must live as long as this object)
         self._tensors = tuple(t for _name, t in used)
@@ -85,13 +79,10 @@ class MaskedGroupedGemm:
         # call here rewrites its M_g), argument 0 of both kernels
         from cutlass.cute.runtime import _Pointer
 
-        from nvfp4gemm.sm90.common import device_tables
-        from nvfp4gemm.sm90.grouped_gemm import MAX_GROUPS, META_FIELDS, table_entries
+        from nvfp4gemm.sm90.grouped_gemm import MAX_GROUPS, META_FIELDS, group_table, table_entries
         from nvfp4gemm.sm90.grouped_mixed import COUNTS_ARG
 
-        vals = table_entries(data, cfg)
-        self.table = device_tables(self.device, (vals + (0,) * (MAX_GROUPS * META_FIELDS - len(vals)),
-                                                 torch.int64))[0]
+        self.table = group_table(self.device, table_entries(data, cfg))
         for a in args:  # (each pointer's C storage, `_desc`, which a packed launch points at)
             if isinstance(a, _Pointer):
                 a.__c_pointers__()
@@ -100,11 +91,12 @@ class MaskedGroupedGemm:
         # kernel's calls write them into the table's M_g entries (a strided view of the table)
         self._counts_arg = args[COUNTS_ARG] if cfg.masked else None
         self._counts_at = None  # (the address that argument holds now)
-        # (counts the masked kernel cannot read in place are copied here first)
-        self._counts32 = torch.zeros(self.groups, dtype=torch.int32, device=self.device) if cfg.masked else None
-        self._m_column = self.table.view(MAX_GROUPS, META_FIELDS)[:self.groups, M_FIELD]
-        self.capacity = torch.tensor([m for m, _n, _k in shape], dtype=torch.int64, device=self.device)
-        self._zero = torch.zeros_like(self.capacity)
+        if cfg.masked:  # (counts the kernel cannot read in place are copied here first)
+            self._counts32 = torch.zeros(self.groups, dtype=torch.int32, device=self.device)
+        else:  # (the skinny kernel's calls clamp the counts into the table's M_g column)
+            self._m_column = self.table.view(MAX_GROUPS, META_FIELDS)[:self.groups, M_FIELD]
+            self._capacity = torch.tensor([m for m, _n, _k in shape], dtype=torch.int64, device=self.device)
+            self._zero = torch.zeros_like(self._capacity)
         streams = [i for i, a in enumerate(args) if isinstance(a, CUstream)]
         if len(streams) != 1:
             raise RuntimeError(f"{cfg.short()}: expected one stream argument, got {len(streams)}")
@@ -148,5 +140,5 @@ class MaskedGroupedGemm:
                 self._counts_arg._desc.value = self._counts_at = at
         else:
             # (a device op on the current stream: ordered before the launch, captured with it)
-            torch.clamp(masked_m, self._zero, self.capacity, out=self._m_column)
+            torch.clamp(masked_m, self._zero, self._capacity, out=self._m_column)
         self._launch_on(_stream_handle(self.device))()

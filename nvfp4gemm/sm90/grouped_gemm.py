@@ -511,9 +511,15 @@ def pointer_table(dev, vals: tuple):
     template, whose other tables depend on the sizes only.  Same layout as `launch_tables`' meta."""
     import torch
 
-    pad = (0,) * (MAX_GROUPS * META_FIELDS - len(vals))
-    return lru_lookup(_METAS, vals + (dev.index,), lambda: device_tables(dev, (vals + pad, torch.int64))[0],
-                      META_ENTRIES)[0]
+    return lru_lookup(_METAS, vals + (dev.index,), lambda: group_table(dev, vals), META_ENTRIES)[0]
+
+
+def group_table(dev, vals: tuple):
+    """A new device group table of `table_entries` values, zero-padded to MAX_GROUPS rows (int64;
+    uncached: MaskedGroupedGemm rewrites its own table's M_g entries)."""
+    import torch
+
+    return device_tables(dev, (vals + (0,) * (MAX_GROUPS * META_FIELDS - len(vals)), torch.int64))[0]
 
 
 def own_table_target(device):
