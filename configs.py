@@ -88,7 +88,8 @@ class KernelConfig:
     device_schedule: bool = False
     # with device_schedule: M_g = min(max(counts[g], 0), the group table's M_g), counts an int32
     # device tensor in the launch's (otherwise unused) row-offset argument: the per-call counts
-    # of `nvfp4gemm.masked.MaskedGroupedGemm`, whose table holds the capacities (exp. 145)
+    # of `nvfp4gemm.masked.MaskedGroupedGemm`, whose table holds the capacities (exp. 145); with
+    # skinny (grouped): the same counts as an extra launch argument (exp. 146)
     masked: bool = False
 
     @property
@@ -105,7 +106,7 @@ class KernelConfig:
         m, n = self.mma_tile_mn
         s = f"{m}x{n} cg{self.cta_group} cl{self.cluster_mn[0]}x{self.cluster_mn[1]} ab{self.ab_stages} acc{self.acc_stages}"
         if self.skinny:
-            return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}"
+            return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}" + (" masked" if self.masked else "")
         if self.a_prepass:
             form = {(128, 128): " narrow", (192, 128): " wg3", (128, 256): " wide", (128, 192): " wide192"} \
                 if self.problem == "dual" else {}
@@ -274,8 +275,9 @@ def check_config(cfg: KernelConfig) -> list[str]:
         errs.append(f"raster {cfg.raster!r} must be 'm' or 'n'")
     if min(cfg.ab_stages, cfg.acc_stages, cfg.epi_stages, cfg.occupancy) < 1:
         errs.append("stage counts and occupancy must be >= 1")
-    if cfg.masked and not (cfg.device_schedule and cfg.arch == "sm_90a"):
-        errs.append("masked (M_g read from a counts tensor) needs the sm_90a device schedule (device_schedule)")
+    if cfg.masked and not (cfg.arch == "sm_90a" and cfg.problem == "group" and (cfg.device_schedule or cfg.skinny)):
+        errs.append("masked (M_g read from a counts tensor) needs the sm_90a grouped device schedule "
+                    "(device_schedule) or skinny kernel")
     if cfg.arch == "sm_100a":
         if cfg.cta_group not in (1, 2):
             errs.append(f"cta_group {cfg.cta_group} must be 1 or 2")
@@ -2072,13 +2074,13 @@ def launch_serves_any_m(cfg: KernelConfig) -> bool:
 
 def sm90_group_masked_pick(shape, expected_m=None) -> KernelConfig | None:
     """The config of a grouped launch whose M_g are read on the GPU (nvfp4gemm/masked.py, exp.
-    144), for buffers of `shape`'s M_g rows (the capacities): the skinny kernel where every
-    capacity <= SKINNY_MAX_M (its launch covers N_g only), else the device-scheduled mixed form
+    144), for buffers of `shape`'s M_g rows (the capacities): the skinny kernel's masked form where
+    every capacity <= SKINNY_MAX_M (its launch covers N_g only; exp. 146), else the device-scheduled mixed form
     reading the counts itself (`masked`, exp. 145) with `device_schedule_tile` of the expected M_g
     (each within 1..its capacity; the capacities where None: the tile rule cannot see the
     device's M_g); None where no tile divides N_g."""
     if group_skinny_ok(shape):
-        return sm90_group_skinny(shape)
+        return replace(sm90_group_skinny(shape), masked=True)
     if expected_m is not None:
         if len(expected_m) != len(shape):
             raise ValueError(f"expected_m has {len(expected_m)} values for {len(shape)} groups")

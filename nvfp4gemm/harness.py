@@ -96,7 +96,8 @@ def kernel_module(problem: str, arch: str, config=None):
             mod_name, cls_name = VARIANT_KERNELS[(problem, arch, flag)]
             break
     mod = importlib.import_module(mod_name)
-    return mod, getattr(mod, cls_name)
+    pick = getattr(mod, "kernel_class", None)  # (a module whose config picks among its classes)
+    return mod, (pick(config) if pick is not None and config is not None else getattr(mod, cls_name))
 
 
 def _static_key(mod, config, shape):

@@ -22,14 +22,14 @@ them.
 sm_90a only.  The device-scheduled grouped mixed-input kernel in its `masked` form (exps.
 136-137, 145): each CTA reads the capacities M_g, N_g, K_g from the group table and the counts
 from the caller's int32 tensor (its address is a launch argument), clamps each count to its
-capacity and plans its tiles from them; the pre-pass covers the A16 buffer's capacity.  A call
-is that one launch (int64, strided or unaligned counts first go through one device copy into
-an int32 buffer of the object's own).  Where every capacity <= 16 rows the skinny kernel runs
-instead (its launch covers N_g only, exp. 138): it reads M_g from the table, so a call first
-writes the clamped counts there (one torch op; exp. 144's path).  Neither has a host-side
-table that depends on the counts.  One object's calls run in stream order on its own table and
-workspaces: calls of one object on two streams at once race.  A CUDA graph of a call reads the
-counts tensor it captured.
+capacity and plans its tiles from them; the pre-pass covers the A16 buffer's capacity.  Where
+every capacity <= 16 rows the skinny kernel's masked form runs instead (its launch covers N_g
+only, exp. 138): each CTA clamps its group's count the same way and returns at once where it
+is 0 (exp. 146).  A call is that one launch (int64, strided or unaligned counts first go
+through one device copy into an int32 buffer of the object's own); no host-side table depends
+on the counts.  One object's calls run in stream order on its own table and workspaces: calls
+of one object on two streams at once race.  A CUDA graph of a call reads the counts tensor it
+captured.
 """
 
 from __future__ import annotations
@@ -41,9 +41,6 @@ import configs
 from nvfp4gemm.cache import private_buffers
 from nvfp4gemm.dispatch import PackedLaunch, _current_device, _stream_handle, compiled_for
 from nvfp4gemm.validate import InputError, arch_of_capability, validate_device, validate_group
-
-M_FIELD = 5  # the group table's M_g entry in each row (grouped_gemm.META_FIELDS: a, b, c, sfa, sfb, M, N, K)
-
 
 class MaskedGroupedGemm:
     """C_g[:masked_m[g]] = A_g[:masked_m[g]] B_g^T for buffers of a fixed capacity (module doc).
@@ -75,28 +72,22 @@ class MaskedGroupedGemm:
         self._keep = []
         with private_buffers():  # (workspaces of its own: no dispatcher template shares them)
             args = list(mod.runtime_args(data, cfg, CUstream(0), keep=self._keep))
-        # the group table: a private copy (the module caches tables by their entries, and every
-        # call here rewrites its M_g), argument 0 of both kernels
+        # the group table: a private copy (the module caches tables by their entries), argument 0
+        # of both kernels
         from cutlass.cute.runtime import _Pointer
 
-        from nvfp4gemm.sm90.grouped_gemm import MAX_GROUPS, META_FIELDS, group_table, table_entries
-        from nvfp4gemm.sm90.grouped_mixed import COUNTS_ARG
+        from nvfp4gemm.sm90.grouped_gemm import COUNTS_ARG, group_table, table_entries
 
         self.table = group_table(self.device, table_entries(data, cfg))
         for a in args:  # (each pointer's C storage, `_desc`, which a packed launch points at)
             if isinstance(a, _Pointer):
                 a.__c_pointers__()
         args[0]._desc.value = self.table.data_ptr()
-        # the masked kernel reads the counts through argument 2 (`_counts_arg`); the skinny
-        # kernel's calls write them into the table's M_g entries (a strided view of the table)
-        self._counts_arg = args[COUNTS_ARG] if cfg.masked else None
+        # both masked kernels read the counts through argument COUNTS_ARG (`_counts_arg`)
+        self._counts_arg = args[COUNTS_ARG]
         self._counts_at = None  # (the address that argument holds now)
-        if cfg.masked:  # (counts the kernel cannot read in place are copied here first)
-            self._counts32 = torch.zeros(self.groups, dtype=torch.int32, device=self.device)
-        else:  # (the skinny kernel's calls clamp the counts into the table's M_g column)
-            self._m_column = self.table.view(MAX_GROUPS, META_FIELDS)[:self.groups, M_FIELD]
-            self._capacity = torch.tensor([m for m, _n, _k in shape], dtype=torch.int64, device=self.device)
-            self._zero = torch.zeros_like(self._capacity)
+        # (counts the kernels cannot read in place are copied here first)
+        self._counts32 = torch.zeros(self.groups, dtype=torch.int32, device=self.device)
         streams = [i for i, a in enumerate(args) if isinstance(a, CUstream)]
         if len(streams) != 1:
             raise RuntimeError(f"{cfg.short()}: expected one stream argument, got {len(streams)}")
@@ -129,16 +120,13 @@ class MaskedGroupedGemm:
         return list(self.outputs)
 
     def _enqueue(self, masked_m) -> None:
-        if self._counts_arg is not None:
-            src = masked_m
-            if masked_m.dtype != torch.int32 or not masked_m.is_contiguous() or masked_m.data_ptr() % 16:
-                # (the kernel reads 32-bit counts at a 16-byte-aligned address: one device copy)
-                src = self._counts32
-                src.copy_(masked_m)
-            at = src.data_ptr()
-            if at != self._counts_at:
-                self._counts_arg._desc.value = self._counts_at = at
-        else:
-            # (a device op on the current stream: ordered before the launch, captured with it)
-            torch.clamp(masked_m, self._zero, self._capacity, out=self._m_column)
+        src = masked_m
+        if masked_m.dtype != torch.int32 or not masked_m.is_contiguous() or masked_m.data_ptr() % 16:
+            # (the kernels read 32-bit counts at a 16-byte-aligned address: one device copy, on
+            # the current stream, so ordered before the launch and captured with it)
+            src = self._counts32
+            src.copy_(masked_m)
+        at = src.data_ptr()
+        if at != self._counts_at:
+            self._counts_arg._desc.value = self._counts_at = at
         self._launch_on(_stream_handle(self.device))()

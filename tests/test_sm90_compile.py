@@ -157,6 +157,10 @@ def test_compiles_f16_wgmma_no_spills(problem, cfg, shape, tmp_path):
 # the skinny (mma.sync) kernels: dual M <= 16 and grouped M_g <= 16 (tests/test_gpu_kernels.py
 # runs the same sets)
 SKINNY_CASES = [("dual", c) for c in SM90_SKINNY] + [("group", c) for c in SM90_GROUP_SKINNY]
+# exp. 146: the grouped kernel's masked form (MaskedGroupedGemm) in the configs its rule picks
+SKINNY_CASES += [("group", replace(c, masked=True))
+                 for c in sorted({configs.sm90_group_masked_pick(((m, n, 7168),)) for m in (1, 16) for n in (256, 8192)},
+                                 key=lambda c: c.short())]
 
 
 @pytest.mark.parametrize("problem,cfg", SKINNY_CASES, ids=[f"{p}-{c.short()}" for p, c in SKINNY_CASES])
@@ -169,7 +173,7 @@ def test_skinny_compiles_mma_sync_no_spills(problem, cfg, tmp_path):
         cls.can_implement(cfg, *shape)
     else:
         shape = ((cfg.mma_tile_mn[1], 1024, 1280), (1, 512, 256))
-        assert cls.__name__ == "Sm90GroupedSkinnyKernel"
+        assert cls.__name__ == ("Sm90GroupedSkinnyMaskedKernel" if cfg.masked else "Sm90GroupedSkinnyKernel")
         cls.can_implement(cfg, shape)
     ck = harness.compile_kernel(problem, "sm_90a", cfg, shape, dump_dir=str(tmp_path))
     ptx = harness.read_ptx(ck.ptx_path)
@@ -180,6 +184,9 @@ def test_skinny_compiles_mma_sync_no_spills(problem, cfg, tmp_path):
     assert "cp.async.cg.shared.global" in ptx and "cp.async.bulk" not in ptx
     assert ck.spill_bytes == 0 and ck.stack_bytes == 0, (ck.spill_bytes, ck.stack_bytes)
     assert ck.smem_bytes == configs.smem_bytes(cfg) <= SMEM_LIMIT
+    if problem == "group":  # the masked form's kernel takes the counts tensor: one more parameter
+        entry = re.search(r"\.entry\s+\S+\(([^)]*)\)", ptx)
+        assert entry and entry.group(1).count(".param") == (3 if cfg.masked else 2), entry and entry.group(1)
     if problem == "dual" and cfg in (configs.sm90_dual_skinny((1, 4096, 7168, 1)),
                                      configs.sm90_dual_skinny((16, 4096, 7168, 1))):
         # the rule's configs: <= 128 registers, so 4 CTAs of 4 warps fit an SM's registers

@@ -534,6 +534,11 @@ def own_table_target(device):
     return table_writer.Target(table, table.data_ptr(), MAX_GROUPS * META_FIELDS, ((0, table.data_ptr()),))
 
 
+# The launch argument of the masked grouped forms' int32 counts (MaskedGroupedGemm sets its address):
+# the mixed kernel's row-offset pointer (exp. 145), the skinny kernel's extra argument (exp. 146)
+COUNTS_ARG = 2
+
+
 def writer_target(data, config: KernelConfig, stream=None, like=None):
     """A new group table for a template (`own_table_target`; also the grouped skinny and mixed
     kernels'; `like` is not needed: the table holds nothing but the writer's entries)."""

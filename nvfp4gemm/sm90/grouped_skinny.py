@@ -13,6 +13,11 @@ Epilogue: the warps' partial sums meet in shared memory (W x tile N x R fp32); t
 a (token, row pair) task over the warps and stores one fp16 pair of C_g (consecutive threads:
 consecutive columns); rows of C_g >= M_g are skipped.
 
+Masked form (`config.masked`, `Sm90GroupedSkinnyMaskedKernel`; exp. 146, nvfp4gemm/masked.py):
+the launch takes one more argument, an int32 counts tensor (G,), and a CTA takes M_g =
+min(max(counts[g], 0), the table's M_g) (the table holds the buffers' capacities); a CTA whose
+group has no rows returns before its loads, so the B_g of an expert with no tokens is not read.
+
 Constraints (can_implement): config.skinny, 1..16 groups, every M_g <= tile N (8 or 16),
 N_g % tile M == 0, K_g % 256 == 0, L == 1.
 """
@@ -62,8 +67,11 @@ class Sm90GroupedSkinnyKernel(Sm90SkinnyCore):
         warp = cute.arch.make_warp_uniform(tidx // 32)
         lane = tidx % 32
         g = group_of(bx, offs)
-        blk = bx - offs[g]
-        mg = Int32(meta[(g, 5)])
+        self.run_cta(meta, g, bx - offs[g], Int32(meta[(g, 5)]), tidx, warp, lane)
+
+    @cute.jit
+    def run_cta(self, meta: cute.Tensor, g: Int32, blk: Int32, mg: Int32, tidx: Int32, warp: Int32, lane: Int32):
+        """Rows [blk R, blk R + R) of B_g against the M_g = mg rows of A_g."""
         ng = Int32(meta[(g, 6)])
         kg = Int32(meta[(g, 7)])
         red, ring = self.shared_buffers(warp)
@@ -89,6 +97,47 @@ class Sm90GroupedSkinnyKernel(Sm90SkinnyCore):
         return decode.pack_f16x2(x[0] * scale, x[1] * scale)
 
 
+class Sm90GroupedSkinnyMaskedKernel(Sm90GroupedSkinnyKernel):
+    """The masked form (module doc; config.masked): M_g from the caller's counts, clamped to the
+    table's capacity, read on the GPU (no clamp kernel before the launch)."""
+
+    def __init__(self, config: KernelConfig):
+        if not config.masked:
+            raise ValueError("Sm90GroupedSkinnyMaskedKernel runs masked skinny configs (config.masked)")
+        super().__init__(config)
+
+    @cute.jit
+    def __call__(
+        self,
+        meta_ptr: cute.Pointer,  # (16, 8) int64 group table, M_g = the capacities
+        offs_ptr: cute.Pointer,  # (17,) int32 prefix sums of N_g / R
+        counts_ptr: cute.Pointer,  # (G,) int32 counts (grouped_gemm.COUNTS_ARG; only entries of real groups are read)
+        ctas: Int32,  # sum_g N_g / R
+        stream: cuda.CUstream,
+    ):
+        meta = group_meta_tensor(meta_ptr)  # (16, 8) int64 group table
+        offs = cute.make_tensor(offs_ptr, cute.make_layout(MAX_GROUPS + 1))
+        counts = cute.make_tensor(counts_ptr, cute.make_layout(MAX_GROUPS))
+        self.kernel_masked(meta, offs, counts).launch(grid=[ctas, 1, 1], block=[self.threads, 1, 1], stream=stream)
+
+    @cute.kernel
+    def kernel_masked(self, meta: cute.Tensor, offs: cute.Tensor, counts: cute.Tensor):
+        tidx, _, _ = cute.arch.thread_idx()
+        bx, _, _ = cute.arch.block_idx()
+        warp = cute.arch.make_warp_uniform(tidx // 32)
+        lane = tidx % 32
+        g = group_of(bx, offs)
+        mg = cutlass.min(cutlass.max(Int32(counts[g]), 0), Int32(meta[(g, 5)]))
+        if mg > 0:  # (CTA-uniform: a group with no rows reads and writes nothing)
+            self.run_cta(meta, g, bx - offs[g], mg, tidx, warp, lane)
+
+
+def kernel_class(config: KernelConfig):
+    """The class that runs `config` (harness.kernel_module): the masked form has its own launch
+    signature (the counts argument), so the plain kernel's PTX is unchanged by it."""
+    return Sm90GroupedSkinnyMaskedKernel if config.masked else Sm90GroupedSkinnyKernel
+
+
 # ---------------------------------------------------------------------- host helpers
 
 
@@ -103,9 +152,10 @@ def static_shape_key(config: KernelConfig, shapes):
 def compile_args(config: KernelConfig, shapes) -> tuple:
     from cutlass.cute.runtime import make_fake_stream, make_ptr
 
+    counts = (make_ptr(cutlass.Int32, 3 << 20, cute.AddressSpace.gmem, assumed_align=16),) if config.masked else ()
     return (make_ptr(cutlass.Int64, 1 << 20, cute.AddressSpace.gmem, assumed_align=16),
             make_ptr(cutlass.Int32, 2 << 20, cute.AddressSpace.gmem, assumed_align=16),
-            Int32(1), make_fake_stream())
+            *counts, Int32(1), make_fake_stream())
 
 
 def device_fits(config: KernelConfig, args, data) -> bool:
@@ -118,7 +168,9 @@ def device_fits(config: KernelConfig, args, data) -> bool:
 def runtime_args(data, config: KernelConfig, stream, keep=None) -> tuple:
     """The group table and the CTA prefix sums as device tensors (grouped_gemm.grouped_tables,
     cached; `keep`, a list: gets them); one CTA per work item (no split: items = sum_g N_g / R).
-    The group table is argument 0 (grouped_gemm.pointer_args)."""
+    The group table is argument 0 (grouped_gemm.pointer_args).  The masked form's counts
+    argument (grouped_gemm.COUNTS_ARG) points at the prefix sums until its caller (nvfp4gemm/masked.py) sets
+    it."""
     from cutlass.cute.runtime import make_ptr
 
     tables = grouped_tables(config, data)
@@ -127,6 +179,8 @@ def runtime_args(data, config: KernelConfig, stream, keep=None) -> tuple:
     meta_t, offs_t, _ws, _cnt, items, _full, _splits, _ctas = tables
     if not isinstance(stream, cuda.CUstream):
         stream = cuda.CUstream(stream.cuda_stream)
-    return (make_ptr(cutlass.Int64, meta_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
-            make_ptr(cutlass.Int32, offs_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
-            Int32(items), stream)
+    offs = make_ptr(cutlass.Int32, offs_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
+    counts = (make_ptr(cutlass.Int32, offs_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),) \
+        if config.masked else ()
+    return (make_ptr(cutlass.Int64, meta_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16), offs,
+            *counts, Int32(items), stream)
