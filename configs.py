@@ -91,6 +91,10 @@ class KernelConfig:
     # of `nvfp4gemm.masked.MaskedGroupedGemm`, whose table holds the capacities (exp. 145); with
     # skinny (grouped): the same counts as an extra launch argument (exp. 146)
     masked: bool = False
+    # with masked and device_schedule: groups whose count is at most this many rows get none
+    # (MaskedGroupedGemm launches the masked skinny kernel for them first, which skips the
+    # others: exp. 147); 0 = every group
+    masked_above: int = 0
 
     @property
     def gemms(self) -> int:
@@ -113,7 +117,8 @@ class KernelConfig:
             mode = form.get(tuple(self.mma_tile_mn), "") + \
                 (" pairs" if self.cluster_mn == (2, 1) else " streamK" if self.split_k else "")
             if self.device_schedule:
-                mode += " devsched" + (" masked" if self.masked else "")
+                mode += " devsched" + (" masked" if self.masked else "") + \
+                    (f">{self.masked_above}" if self.masked_above else "")
             if self.forms:
                 return "mixed " + "+".join(f"{a}x{b}" for a, b in self.forms) + f" ab{self.ab_stages}" + mode
             return f"mixed {m}x{n} ab{self.ab_stages} a16x{mixed_a16_stages(self)}" + mode
@@ -278,6 +283,9 @@ def check_config(cfg: KernelConfig) -> list[str]:
     if cfg.masked and not (cfg.arch == "sm_90a" and cfg.problem == "group" and (cfg.device_schedule or cfg.skinny)):
         errs.append("masked (M_g read from a counts tensor) needs the sm_90a grouped device schedule "
                     "(device_schedule) or skinny kernel")
+    if cfg.masked_above and not (cfg.masked and cfg.device_schedule and 0 < cfg.masked_above <= SKINNY_MAX_M):
+        errs.append(f"masked_above {cfg.masked_above}: the masked device schedule's small groups, 1 to "
+                    f"SKINNY_MAX_M ({SKINNY_MAX_M}) rows, left to the masked skinny kernel")
     if cfg.arch == "sm_100a":
         if cfg.cta_group not in (1, 2):
             errs.append(f"cta_group {cfg.cta_group} must be 1 or 2")
@@ -307,7 +315,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
         if cfg.a_prepass and cfg.problem == "group" and cfg != sm90_group_mixed(True) \
                 and not (tuple(cfg.mma_tile_mn) in GROUP_MIXED_TILES and cfg == sm90_group_mixed(tile=cfg.mma_tile_mn)) \
                 and not (tuple(cfg.mma_tile_mn) in DEVICE_SCHEDULE_TILES
-                         and cfg == sm90_group_mixed_dynamic(tile=cfg.mma_tile_mn, masked=cfg.masked)) \
+                         and cfg == sm90_group_mixed_dynamic(tile=cfg.mma_tile_mn, masked=cfg.masked,
+                                                             masked_above=cfg.masked_above)) \
                 and not (cfg.forms and cfg == sm90_group_mixed_forms(cfg.forms)):
             errs.append("a_prepass (mixed-input grouped kernel) needs tile (256, 128), swap_ab, ab_stages 2, "
                         "split_k, cluster (1, 1) (stream-K segments) or (2, 1) (split-K pairs); or another tile of "
@@ -586,7 +595,9 @@ def grouped_mma_tiles(cfg: KernelConfig, shapes) -> list[tuple[int, int]]:
     out = []
     for m, n, _k in shapes:
         mm, nn = (n, m) if cfg.swap_ab or cfg.skinny else (m, n)
-        out.append((ceil_div(mm, tm), ceil_div(nn, tn)))
+        # (a skinny CTA holds all of its group's <= tn A rows: one tile along N, also for the
+        # masked form's capacities above tn, whose counts above tn it skips: exp. 147)
+        out.append((ceil_div(mm, tm), 1 if cfg.skinny else ceil_div(nn, tn)))
     return out
 
 
@@ -1010,7 +1021,7 @@ def sm90_group_mixed(pairs: bool = False, tile=(256, 128)) -> KernelConfig:
 DEVICE_SCHEDULE_TILES = frozenset(t for t in GROUP_MIXED_TILES if t[0] != 192)
 
 
-def sm90_group_mixed_dynamic(tile=(256, 128), masked: bool = False) -> KernelConfig:
+def sm90_group_mixed_dynamic(tile=(256, 128), masked: bool = False, masked_above: int = 0) -> KernelConfig:
     """The grouped mixed-input kernel with its schedule made on the device (exps. 136-137): one
     form; each CTA reads the M_g, N_g, K_g of the group table and walks its work items --
     whole tiles t = blockIdx, + gridDim, ... (`scheduler.device_tile`), or under two waves
@@ -1018,8 +1029,9 @@ def sm90_group_mixed_dynamic(tile=(256, 128), masked: bool = False) -> KernelCon
     (`scheduler.device_plan`, `device_segment`); the pre-pass finds each half's group the same
     way.  No launch table depends on M_g, so one launch template serves inputs whose M_g change
     every call (NVFP4_DYNAMIC_M).  `masked`: M_g read from a counts tensor, each clamped to the
-    table's M_g (MaskedGroupedGemm, exp. 145)."""
-    return replace(sm90_group_mixed(tile=tile), device_schedule=True, masked=masked)
+    table's M_g (MaskedGroupedGemm, exp. 145); `masked_above`: counts of at most this many rows
+    taken as 0 (exp. 147)."""
+    return replace(sm90_group_mixed(tile=tile), device_schedule=True, masked=masked, masked_above=masked_above)
 
 
 # Split-K pairs of the grouped mixed-input kernel (cluster (2, 1), exp. 79) where the cost
@@ -2072,21 +2084,38 @@ def launch_serves_any_m(cfg: KernelConfig) -> bool:
     return cfg.arch == "sm_90a" and cfg.problem == "group" and (cfg.device_schedule or cfg.skinny)
 
 
-def sm90_group_masked_pick(shape, expected_m=None) -> KernelConfig | None:
-    """The config of a grouped launch whose M_g are read on the GPU (nvfp4gemm/masked.py, exp.
-    144), for buffers of `shape`'s M_g rows (the capacities): the skinny kernel's masked form where
-    every capacity <= SKINNY_MAX_M (its launch covers N_g only; exp. 146), else the device-scheduled mixed form
-    reading the counts itself (`masked`, exp. 145) with `device_schedule_tile` of the expected M_g
-    (each within 1..its capacity; the capacities where None: the tile rule cannot see the
-    device's M_g); None where no tile divides N_g."""
+def sm90_group_masked_picks(shape, expected_m=None, small=None) -> tuple:
+    """The configs of a grouped call whose M_g are read on the GPU (nvfp4gemm/masked.py, exps.
+    144-147), launched in this order, for buffers of `shape`'s M_g rows (the capacities); () where
+    none serves.  Every capacity <= SKINNY_MAX_M: the skinny kernel's masked form (its launch
+    covers N_g only; exp. 146).  Else the device-scheduled mixed form reading the counts itself
+    (`masked`, exp. 145) with `device_schedule_tile` of the expected M_g (each within 1..its
+    capacity; the capacities where None: the tile rule cannot see the device's M_g); and with
+    `small` (exp. 147) the masked skinny kernel first for the groups whose count is <= 16 rows at
+    call time, the mixed form (`masked_above`) for the rest.  `small` None: on where every
+    expected M_g is <= SKINNY_MAX_M (MoE decode steps in buffers sized for more), else off.
+    H100 (exp. 147), capacity 256: counts 1-16 / 0-8 run 0.69-0.82x the mixed form alone's GPU
+    time, counts 1-256 1.06-1.07x and 17-256 1.02-1.05x (the skinny launch, serialized before
+    the mixed form), half of them <= 16: 0.94-1.10x."""
     if group_skinny_ok(shape):
-        return replace(sm90_group_skinny(shape), masked=True)
+        return (replace(sm90_group_skinny(shape), masked=True),)
+    shape_m = shape
     if expected_m is not None:
         if len(expected_m) != len(shape):
             raise ValueError(f"expected_m has {len(expected_m)} values for {len(shape)} groups")
-        shape = tuple((min(max(int(e), 1), m), n, k) for e, (m, n, k) in zip(expected_m, shape))
-    tile = device_schedule_tile(shape)
-    return None if tile is None else sm90_group_mixed_dynamic(tile, masked=True)
+        if small is None:
+            small = all(int(e) <= SKINNY_MAX_M for e in expected_m)
+        # (with the skinny launch, the mixed form sees only counts above SKINNY_MAX_M)
+        low = SKINNY_MAX_M + 1 if small else 1
+        shape_m = tuple((min(max(int(e), low), m), n, k) for e, (m, n, k) in zip(expected_m, shape))
+    tile = device_schedule_tile(shape_m)
+    if tile is None:
+        return ()
+    if small:
+        # (the skinny tile for SKINNY_MAX_M-row groups: N_g % 128 == 0 here, so its B rows divide N_g)
+        skinny = replace(sm90_group_skinny(tuple((SKINNY_MAX_M, n, k) for _m, n, k in shape)), masked=True)
+        return skinny, sm90_group_mixed_dynamic(tile, masked=True, masked_above=skinny.mma_tile_mn[1])
+    return (sm90_group_mixed_dynamic(tile, masked=True),)
 
 
 def sm90_group_dynamic_pick(shape) -> KernelConfig | None:

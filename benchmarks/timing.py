@@ -443,10 +443,10 @@ def _moe_case(structure, max_m: int, gpu: str, timer: Timer) -> dict:
 
 def masked_serves(structure, capacity: int) -> bool:
     """Whether MaskedGroupedGemm takes buffers of this (g, N, K) structure and capacity."""
-    from configs import sm90_group_masked_pick
+    from configs import sm90_group_masked_picks
 
     g, n, k = structure
-    return sm90_group_masked_pick(((capacity, n, k),) * g) is not None
+    return bool(sm90_group_masked_picks(((capacity, n, k),) * g))
 
 
 def moe_masked_case(structure, max_m: int, timer: Timer) -> dict:
@@ -518,7 +518,7 @@ def moe_masked_case(structure, max_m: int, timer: Timer) -> dict:
         check(sets[-1], f"round {r} graph")
     out = {key: statistics.median(v) for key, v in res.items()}
     out.update({"structure": list(structure), "capacity": max_m, "calls": MOE_CALLS, "rounds": MOE_ROUNDS,
-                "correct": not bad, "check": "; ".join(bad)[:400], "config": gemm.cfg.short()})
+                "correct": not bad, "check": "; ".join(bad)[:400], "config": " + ".join(c.short() for c in gemm.configs)})
     return out
 
 

@@ -25,11 +25,16 @@ from the caller's int32 tensor (its address is a launch argument), clamps each c
 capacity and plans its tiles from them; the pre-pass covers the A16 buffer's capacity.  Where
 every capacity <= 16 rows the skinny kernel's masked form runs instead (its launch covers N_g
 only, exp. 138): each CTA clamps its group's count the same way and returns at once where it
-is 0 (exp. 146).  A call is that one launch (int64, strided or unaligned counts first go
-through one device copy into an int32 buffer of the object's own); no host-side table depends
-on the counts.  One object's calls run in stream order on its own table and workspaces: calls
-of one object on two streams at once race.  A CUDA graph of a call reads the counts tensor it
-captured.
+is 0 (exp. 146).  Where capacities exceed 16 and the caller expects counts of at most 16
+(`expected_m`, or `small=True`: MoE decode steps in buffers sized for prefill), both run, the
+skinny kernel first: it computes the groups whose count is 1..16 rows (the mixed form would
+pad them to 64-128 rows), and the mixed form, whose `masked_above` takes those counts as 0, the
+rest (exp. 147: 0.69-0.82x the mixed form alone on such counts, 1.02-1.07x on larger ones, so
+not by default).  A call is these launches (int64,
+strided or unaligned counts first go through one device copy into an int32 buffer of the
+object's own); no host-side table depends on the counts.  One object's calls run in stream
+order on its own table and workspaces: calls of one object on two streams at once race.  A
+CUDA graph of a call reads the counts tensor it captured.
 """
 
 from __future__ import annotations
@@ -48,59 +53,69 @@ class MaskedGroupedGemm:
     `data`: the grouped 4-tuple (abc, sfasfb, sfasfb_perm, problem_sizes) of the leaderboard
     format at capacity sizes (M_g = the rows of each buffer), validated as `custom_kernel`
     validates it.  `expected_m` (optional, one int per group): typical counts, used only to
-    choose the kernel's tile (default: the capacities).  Raises InputError, naming the broken
-    constraint, for bad inputs, a GPU other than sm_90 and shapes no device-scheduled tile
-    divides (N_g not multiples of 128 with a capacity over 16)."""
+    choose the kernels (default: the capacities).  `small` (where some capacity exceeds 16):
+    True / False to launch the skinny kernel first for the groups whose count is <= 16 rows, or
+    not; None (default): where every expected_m is <= 16 (`configs.sm90_group_masked_picks`,
+    exp. 147).  `configs`: the launches' configs in call order; `cfg`, the last.  Raises
+    InputError, naming the broken constraint, for bad inputs, a GPU other than sm_90 and shapes
+    no device-scheduled tile divides (N_g not multiples of 128 with a capacity over 16)."""
 
-    def __init__(self, data, expected_m=None):
+    def __init__(self, data, expected_m=None, small=None):
         shape, used = validate_group(data)
         self.device = validate_device(used)
         arch = arch_of_capability(torch.cuda.get_device_capability(self.device))
         if arch != "sm_90a":
             raise InputError(f"MaskedGroupedGemm runs on sm_90 (H100/H200) only; this GPU is {arch} "
                              "(the sm_100a grouped kernel plans M_g on the host: use custom_kernel)")
-        cfg = configs.sm90_group_masked_pick(tuple(shape), expected_m)
-        if cfg is None:
+        cfgs = configs.sm90_group_masked_picks(tuple(shape), expected_m, small)
+        if not cfgs:
             raise InputError("MaskedGroupedGemm needs every N_g to be a multiple of 128 (the device-scheduled "
                              "kernel's B rows per tile) unless every capacity M_g <= "
                              f"{configs.SKINNY_MAX_M}; got N_g {[n for _m, n, _k in shape]}")
-        self.cfg, self.shape, self.groups = cfg, tuple(shape), len(shape)
-        mod, self.ck = compiled_for("group", arch, cfg, self.shape)
+        # the launches in call order: the skinny kernel's groups of few rows, then the rest (exp. 147)
+        self.configs, self.cfg = cfgs, cfgs[-1]
+        self.shape, self.groups = tuple(shape), len(shape)
         self.outputs = [c for _a, _b, c in data[0]]
-        # (the launch holds these tensors' addresses: they must live as long as this object)
+        # (the launches hold these tensors' addresses: they must live as long as this object)
         self._tensors = tuple(t for _name, t in used)
         self._keep = []
-        with private_buffers():  # (workspaces of its own: no dispatcher template shares them)
-            args = list(mod.runtime_args(data, cfg, CUstream(0), keep=self._keep))
-        # the group table: a private copy (the module caches tables by their entries), argument 0
-        # of both kernels
         from cutlass.cute.runtime import _Pointer
 
         from nvfp4gemm.sm90.grouped_gemm import COUNTS_ARG, group_table, table_entries
 
-        self.table = group_table(self.device, table_entries(data, cfg))
-        for a in args:  # (each pointer's C storage, `_desc`, which a packed launch points at)
-            if isinstance(a, _Pointer):
-                a.__c_pointers__()
-        args[0]._desc.value = self.table.data_ptr()
-        # both masked kernels read the counts through argument COUNTS_ARG (`_counts_arg`)
-        self._counts_arg = args[COUNTS_ARG]
-        self._counts_at = None  # (the address that argument holds now)
+        # the group table (argument 0 of every kernel here): a private copy, since the modules
+        # cache tables by their entries
+        self.table = group_table(self.device, table_entries(data))
+        self._kernels = []  # (compiled function, arguments, index of the stream argument)
+        self._counts_args = []  # every launch's counts argument (COUNTS_ARG)
+        for cfg in cfgs:
+            mod, ck = compiled_for("group", arch, cfg, self.shape)
+            with private_buffers():  # (workspaces of its own: no dispatcher template shares them)
+                args = list(mod.runtime_args(data, cfg, CUstream(0), keep=self._keep))
+            for a in args:  # (each pointer's C storage, `_desc`, which a packed launch points at)
+                if isinstance(a, _Pointer):
+                    a.__c_pointers__()
+            args[0]._desc.value = self.table.data_ptr()
+            streams = [i for i, a in enumerate(args) if isinstance(a, CUstream)]
+            if len(streams) != 1:
+                raise RuntimeError(f"{cfg.short()}: expected one stream argument, got {len(streams)}")
+            self._kernels.append((ck.fn, args, streams[0]))
+            self._counts_args.append(args[COUNTS_ARG])
+        self._counts_at = None  # (the address the counts arguments hold now)
         # (counts the kernels cannot read in place are copied here first)
         self._counts32 = torch.zeros(self.groups, dtype=torch.int32, device=self.device)
-        streams = [i for i, a in enumerate(args) if isinstance(a, CUstream)]
-        if len(streams) != 1:
-            raise RuntimeError(f"{cfg.short()}: expected one stream argument, got {len(streams)}")
-        self._args, self._stream_at = args, streams[0]
-        self._launches = {}  # stream handle -> PackedLaunch
+        self._launches = {}  # stream handle -> the PackedLaunch of each kernel
 
     def _launch_on(self, handle):
-        launch = self._launches.get(handle)
-        if launch is None:
-            args = list(self._args)
-            args[self._stream_at] = CUstream(handle)
-            launch = self._launches[handle] = PackedLaunch(self.ck.fn, tuple(args))
-        return launch
+        launches = self._launches.get(handle)
+        if launches is None:
+            launches = []
+            for fn, args, at in self._kernels:
+                args = list(args)
+                args[at] = CUstream(handle)
+                launches.append(PackedLaunch(fn, tuple(args)))
+            self._launches[handle] = launches
+        return launches
 
     def __call__(self, masked_m: torch.Tensor) -> list:
         """Enqueue C_g[:masked_m[g]] for every group on the current stream; returns the C_g
@@ -128,5 +143,8 @@ class MaskedGroupedGemm:
             src.copy_(masked_m)
         at = src.data_ptr()
         if at != self._counts_at:
-            self._counts_arg._desc.value = self._counts_at = at
-        self._launch_on(_stream_handle(self.device))()
+            for arg in self._counts_args:
+                arg._desc.value = at
+            self._counts_at = at
+        for launch in self._launch_on(_stream_handle(self.device)):
+            launch()

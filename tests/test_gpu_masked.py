@@ -67,14 +67,14 @@ def _effective(raw, caps):
     return [min(max(int(x), 0), cap) for x, cap in zip(raw, caps)]
 
 
-def _masked_calls(caps, n, k, count_sets, seed, expected_m=None):
+def _masked_calls(caps, n, k, count_sets, seed, expected_m=None, small=None):
     from nvfp4gemm.masked import MaskedGroupedGemm
 
     g = len(caps)
     data = R.generate_input(list(caps), [n] * g, [k] * g, g, seed, device="cuda", poison_padding=True)
     ref = R.ref_group(data)
     saved = _scales_of(data)
-    gemm = MaskedGroupedGemm(data, expected_m=expected_m)
+    gemm = MaskedGroupedGemm(data, expected_m=expected_m, small=small)
     for i, raw in enumerate(count_sets):
         counts = _effective(raw, caps)
         _restore(data, saved)
@@ -105,6 +105,24 @@ def test_masked_counts(n, k, g):
             [c + 50 if i % 3 == 0 else (-4 if i % 3 == 1 else rnd.randint(0, c)) for i, c in enumerate(caps)]]
     gemm, _data, _ref = _masked_calls(caps, n, k, sets, 1440 + g)
     assert gemm.cfg.device_schedule and gemm.cfg.masked, gemm.cfg.short()
+    assert len(gemm.configs) == 1, gemm.configs  # (expected counts: the capacities, all > 16)
+
+
+@pytest.mark.parametrize("small", [True, False], ids=["skinny+mixed", "mixed_alone"])
+def test_masked_small_counts(small):
+    """Exp. 147: capacities over 16 with counts on both sides of 16 (decode-sized, prefill-sized,
+    16 and 17 exactly, zeros), through the skinny kernel + the mixed form (small=True) and the
+    mixed form alone (small=False)."""
+    _sm90_only()
+    caps = [256, 64, 128, 256, 32, 192, 256, 96]
+    rnd = random.Random(1447)
+    sets = [[rnd.randint(1, 16) for _ in caps], [16, 17, 1, 0, 32, 15, 200, 96],
+            [rnd.randint(0, 8) for _ in caps], [rnd.choice([0, rnd.randint(1, 16), rnd.randint(17, c)]) for c in caps],
+            caps, [0] * 8]
+    gemm, _data, _ref = _masked_calls(caps, 4096, 2048, sets, 1447, small=small)
+    assert len(gemm.configs) == (2 if small else 1), [c.short() for c in gemm.configs]
+    if small:
+        assert gemm.configs[0].skinny and gemm.cfg.masked_above == 16
 
 
 def test_masked_skinny():
@@ -114,7 +132,7 @@ def test_masked_skinny():
     rnd = random.Random(1441)
     sets = [[0] * 8, caps, [rnd.randint(0, c) for c in caps], [30, -1, 5, 12, 0, 16, 3, 1]]
     gemm, _data, _ref = _masked_calls(caps, 7168, 2048, sets, 1441)
-    assert gemm.cfg.skinny, gemm.cfg.short()
+    assert gemm.cfg.skinny and gemm.cfg.masked and len(gemm.configs) == 1, gemm.cfg.short()
 
 
 def test_masked_graph_replay():
@@ -129,7 +147,8 @@ def test_masked_graph_replay():
     data = R.generate_input(caps, [n] * 8, [k] * 8, 8, 1442, device="cuda", poison_padding=True)
     ref = R.ref_group(data)
     saved = _scales_of(data)
-    gemm = MaskedGroupedGemm(data, expected_m=[100] * 8)
+    gemm = MaskedGroupedGemm(data, expected_m=[8] * 8)  # (two launches in the graph: skinny, mixed)
+    assert len(gemm.configs) == 2
     counts_dev = torch.tensor(caps, dtype=torch.int32, device="cuda")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -140,7 +159,8 @@ def test_masked_graph_replay():
     with torch.cuda.graph(graph):
         gemm(counts_dev)
     rnd = random.Random(1442)
-    for raw in ([0] * 8, [rnd.randint(0, c) for c in caps], [c + 1 for c in caps], [rnd.randint(0, c) for c in caps]):
+    for raw in ([0] * 8, [rnd.randint(0, c) for c in caps], [c + 1 for c in caps], [rnd.randint(0, 16) for c in caps],
+                [rnd.randint(0, c) for c in caps]):
         counts = _effective(raw, caps)
         _restore(data, saved)
         _poison_a_scales(data, counts)

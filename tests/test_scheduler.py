@@ -1035,21 +1035,42 @@ def test_sm100_grouped_rule_ignores_dynamic_m():
 
 
 def test_masked_pick():
-    """Exp. 144: MaskedGroupedGemm's config (configs.sm90_group_masked_pick) -- the skinny kernel
-    where every capacity <= SKINNY_MAX_M, else the device-scheduled form with the tile of the
-    expected M_g (clamped to 1..capacity; the capacities where none are given), None where no
-    device-scheduled tile divides N_g; the expected M_g must be one per group."""
+    """Exps. 144-147: MaskedGroupedGemm's configs (configs.sm90_group_masked_picks), in launch
+    order -- the skinny kernel's masked form where every capacity <= SKINNY_MAX_M; else the
+    device-scheduled masked form with the tile of the expected M_g (clamped to 1..capacity, or
+    to SKINNY_MAX_M + 1.. when the skinny kernel takes the small counts; the capacities where
+    none are given), after the masked skinny kernel for the counts <= SKINNY_MAX_M where `small`
+    is True, or None and every expected M_g is <= SKINNY_MAX_M; () where no device-scheduled
+    tile divides N_g; the expected M_g must be one per group."""
+    picks = configs.sm90_group_masked_picks
     caps = ((512, 4096, 7168),) * 8
-    cfg = configs.sm90_group_masked_pick(caps)
-    assert cfg.device_schedule and cfg.masked and tuple(cfg.mma_tile_mn) == configs.device_schedule_tile(caps)
-    assert not configs.check_config(cfg) and "masked" in cfg.short()
+    skinny, cfg = picks(caps, small=True)
+    assert skinny.skinny and skinny.masked and skinny.mma_tile_mn[1] == configs.SKINNY_MAX_M
+    assert cfg.device_schedule and cfg.masked and cfg.masked_above == configs.SKINNY_MAX_M
+    # the skinny launch: one CTA per B_g rows of its tile whatever the capacities (its first GPU
+    # run counted ceil(capacity / 16) tiles per B block and mapped CTAs to the wrong groups)
+    assert configs.grouped_tile_offsets(skinny, caps) == [i * 4096 // skinny.mma_tile_mn[0] for i in range(9)]
+    assert tuple(cfg.mma_tile_mn) == configs.device_schedule_tile(caps)
+    for c in (skinny, cfg):
+        assert not configs.check_config(c) and "masked" in c.short(), configs.check_config(c)
+    (alone,) = picks(caps)  # (the capacities are the expected counts: none <= 16)
+    assert alone == dataclasses.replace(cfg, masked_above=0) and picks(caps, small=False) == (alone,)
     assert any("masked" in e for e in configs.check_config(dataclasses.replace(configs.sm90_group_mixed(), masked=True)))
-    small = configs.sm90_group_masked_pick(caps, [8] * 8)
+    assert any("masked_above" in e for e in configs.check_config(dataclasses.replace(alone, masked_above=17)))
+    assert any("masked_above" in e for e in configs.check_config(dataclasses.replace(configs.sm90_group_mixed_dynamic(),
+                                                                                     masked_above=16)))
+    (small,) = picks(caps, [8] * 8, small=False)
     assert small.device_schedule and tuple(small.mma_tile_mn) == configs.device_schedule_tile(((8, 4096, 7168),) * 8)
     assert tuple(small.mma_tile_mn) != tuple(cfg.mma_tile_mn)  # (the expected M_g do steer the tile)
-    clamped = configs.sm90_group_masked_pick(caps, [0, 9999] * 4)
-    assert tuple(clamped.mma_tile_mn) == configs.device_schedule_tile(((1, 4096, 7168), (512, 4096, 7168)) * 4)
-    assert configs.sm90_group_masked_pick(((16, 4096, 7168), (3, 2048, 2048))).skinny
-    assert configs.sm90_group_masked_pick(((64, 192, 2048), (32, 192, 2048))) is None
+    _sk, split = picks(caps, [8] * 8)  # (the mixed form then sees only counts > 16)
+    assert tuple(split.mma_tile_mn) == configs.device_schedule_tile(((17, 4096, 7168),) * 8)
+    for expected in ([100] * 8, [8] * 7 + [17]):  # some expected count > 16: no skinny launch
+        (large,) = picks(caps, expected)
+        assert large.masked and not large.masked_above
+    _sk, clamped = picks(caps, [0, 9999] * 4, small=True)
+    assert tuple(clamped.mma_tile_mn) == configs.device_schedule_tile(((17, 4096, 7168), (512, 4096, 7168)) * 4)
+    (only,) = picks(((16, 4096, 7168), (3, 2048, 2048)))
+    assert only.skinny and only.masked
+    assert picks(((64, 192, 2048), (32, 192, 2048))) == ()
     with pytest.raises(ValueError, match="expected_m has 2 values for 8 groups"):
-        configs.sm90_group_masked_pick(caps, [1, 2])
+        picks(caps, [1, 2])

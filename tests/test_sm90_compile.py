@@ -96,6 +96,9 @@ def _cases():
         seen.setdefault(("group", configs.sm90_group_mixed_dynamic(tile)), ((100, 4096, 7168),) * 8)
         # exp. 145: the same with the counts read from a tensor (MaskedGroupedGemm)
         seen.setdefault(("group", configs.sm90_group_mixed_dynamic(tile, masked=True)), ((100, 4096, 7168),) * 8)
+        # exp. 147: the counts <= 16 left to the masked skinny kernel
+        seen.setdefault(("group", configs.sm90_group_mixed_dynamic(tile, masked=True, masked_above=16)),
+                        ((100, 4096, 7168),) * 8)
     return [(p, c, s) for (p, c), s in seen.items()]
 
 
@@ -158,9 +161,8 @@ def test_compiles_f16_wgmma_no_spills(problem, cfg, shape, tmp_path):
 # runs the same sets)
 SKINNY_CASES = [("dual", c) for c in SM90_SKINNY] + [("group", c) for c in SM90_GROUP_SKINNY]
 # exp. 146: the grouped kernel's masked form (MaskedGroupedGemm) in the configs its rule picks
-SKINNY_CASES += [("group", replace(c, masked=True))
-                 for c in sorted({configs.sm90_group_masked_pick(((m, n, 7168),)) for m in (1, 16) for n in (256, 8192)},
-                                 key=lambda c: c.short())]
+SKINNY_CASES += [("group", c) for c in sorted({configs.sm90_group_masked_picks(((m, n, 7168),))[0]
+                                               for m in (1, 16, 256) for n in (256, 8192)}, key=lambda c: c.short())]
 
 
 @pytest.mark.parametrize("problem,cfg", SKINNY_CASES, ids=[f"{p}-{c.short()}" for p, c in SKINNY_CASES])

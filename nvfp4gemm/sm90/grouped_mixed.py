@@ -552,7 +552,7 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
     def rows_column(self, meta: cute.Tensor, counts: cute.Tensor):
         """The M_g the device schedule reads (trace time): the group table's, or under `masked`
         each group's count clamped to it (`_MaskedRows`)."""
-        return _MaskedRows(meta, counts) if self.masked else _TableColumn(meta, 5)
+        return _MaskedRows(meta, counts, self.config.masked_above) if self.masked else _TableColumn(meta, 5)
 
 
 class _TableColumn:
@@ -574,16 +574,17 @@ class _MaskedRows(_TableColumn):
     """M_g = min(max(counts[g], 0), the table's M_g) (exp. 145): the table holds the buffers'
     capacities, `counts` the caller's int32 counts, one per group.  A row past the groups has
     M_g 0 in the table and reads counts[0] (always there), clamped to 0: no load past the
-    caller's tensor, no branch."""
+    caller's tensor, no branch.  With `above` (config.masked_above, exp. 147) a count of at most
+    that many rows is 0 here: the masked skinny kernel's group."""
 
-    def __init__(self, meta, counts):
+    def __init__(self, meta, counts, above: int = 0):
         super().__init__(meta, 5)
-        self.counts = counts
+        self.counts, self.above = counts, above
 
     def __getitem__(self, h):
         cap = Int32(self.meta[(h, 5)])
         c = self.counts[h * scheduler._flag(cap > 0)]
-        c = c * scheduler._flag(c > 0)
+        c = c * scheduler._flag(c > self.above)
         return c + scheduler._flag(c > cap) * (cap - c)
 
 

@@ -17,6 +17,9 @@ Masked form (`config.masked`, `Sm90GroupedSkinnyMaskedKernel`; exp. 146, nvfp4ge
 the launch takes one more argument, an int32 counts tensor (G,), and a CTA takes M_g =
 min(max(counts[g], 0), the table's M_g) (the table holds the buffers' capacities); a CTA whose
 group has no rows returns before its loads, so the B_g of an expert with no tokens is not read.
+So does a CTA whose group has more rows than the tile's A rows: where capacities exceed them,
+MaskedGroupedGemm launches the device-scheduled form after this kernel for those groups (its
+`masked_above`, exp. 147), and this kernel computes only the groups of 1..tile N rows.
 
 Constraints (can_implement): config.skinny, 1..16 groups, every M_g <= tile N (8 or 16),
 N_g % tile M == 0, K_g % 256 == 0, L == 1.
@@ -128,8 +131,11 @@ class Sm90GroupedSkinnyMaskedKernel(Sm90GroupedSkinnyKernel):
         lane = tidx % 32
         g = group_of(bx, offs)
         mg = cutlass.min(cutlass.max(Int32(counts[g]), 0), Int32(meta[(g, 5)]))
-        if mg > 0:  # (CTA-uniform: a group with no rows reads and writes nothing)
-            self.run_cta(meta, g, bx - offs[g], mg, tidx, warp, lane)
+        # (CTA-uniform: a group with no rows, or with more than the tile's A rows (the device-
+        # scheduled form's, exp. 147), reads and writes nothing here)
+        if mg > 0:
+            if mg <= self.tokens:
+                self.run_cta(meta, g, bx - offs[g], mg, tidx, warp, lane)
 
 
 def kernel_class(config: KernelConfig):
