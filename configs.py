@@ -2094,9 +2094,9 @@ def sm90_group_masked_picks(shape, expected_m=None, small=None) -> tuple:
     `small` (exp. 147) the masked skinny kernel first for the groups whose count is <= 16 rows at
     call time, the mixed form (`masked_above`) for the rest.  `small` None: on where every
     expected M_g is <= SKINNY_MAX_M (MoE decode steps in buffers sized for more), else off.
-    H100 (exp. 147), capacity 256: counts 1-16 / 0-8 run 0.69-0.82x the mixed form alone's GPU
-    time, counts 1-256 1.06-1.07x and 17-256 1.02-1.05x (the skinny launch, serialized before
-    the mixed form), half of them <= 16: 0.94-1.10x."""
+    H100 (exps. 147-148, the skinny launch on a side stream beside the mixed form), capacity 256:
+    counts 1-16 / 0-8 run 0.66-0.79x the mixed form alone's GPU time, half of them <= 16
+    0.88-1.05x, counts 1-256 1.03-1.06x and 17-256 1.02-1.04x (the skinny CTAs take SMs first)."""
     if group_skinny_ok(shape):
         return (replace(sm90_group_skinny(shape), masked=True),)
     shape_m = shape

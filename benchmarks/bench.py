@@ -149,12 +149,19 @@ def main(argv=None) -> int:
                     help="GPU: also time MoE-style grouped calls, new M_g every call over the same weights, for "
                          "'leaderboard' (the g8 leaderboard structures) or explicit 'G/N/K;...'")
     ap.add_argument("--moe-max-m", type=int, default=256, help="--moe: M_g drawn uniformly from 1..this")
+    ap.add_argument("--moe-capacity", type=int, default=None,
+                    help="--moe on sm_90a: MaskedGroupedGemm's expert buffers hold this many rows (default "
+                         "--moe-max-m; e.g. 256 with --moe-max-m 16: decode steps in buffers sized for prefill)")
     ap.add_argument("--compile-only", action="store_true")
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--json", default=None, help="write results here")
     ap.add_argument("--png", default=None, help="write a chart here")
     args = ap.parse_args(argv)
     args.moe_structures = moe_structures(args.moe) if args.moe else []
+    if args.moe_capacity is None:
+        args.moe_capacity = args.moe_max_m
+    if not 1 <= args.moe_max_m <= args.moe_capacity:
+        raise SystemExit(f"--moe-max-m {args.moe_max_m} must be in 1..--moe-capacity ({args.moe_capacity})")
     args.moe_auto = not _USER_DYNAMIC_M
 
     problems = list(PROBLEMS) if args.problem == "all" else [args.problem]

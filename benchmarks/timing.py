@@ -449,10 +449,11 @@ def masked_serves(structure, capacity: int) -> bool:
     return bool(sm90_group_masked_picks(((capacity, n, k),) * g))
 
 
-def moe_masked_case(structure, max_m: int, timer: Timer) -> dict:
-    """The same MoE layer through `MaskedGroupedGemm` (exp. 144): expert buffers of max_m rows,
-    the counts (uniform 1..max_m, one int32 tensor per call, made on the GPU beforehand as a
-    router would) read on the device.  Per round MOE_CALLS calls back to back after one L2 flush
+def moe_masked_case(structure, max_m: int, timer: Timer, capacity: int | None = None) -> dict:
+    """The same MoE layer through `MaskedGroupedGemm` (exp. 144): expert buffers of `capacity`
+    rows (default max_m), the counts (uniform 1..max_m, one int32 tensor per call, made on the GPU
+    beforehand as a router would) read on the device; expected counts (max_m + 1) // 2, so counts
+    of at most 16 in larger buffers run the skinny kernel beside the mixed form (exps. 147-148).  Per round MOE_CALLS calls back to back after one L2 flush
     (mean per call, and the host's own time), the same behind a GPU sleep (the GPU's own time),
     and a CUDA graph of one call replayed after a device copy of each call's counts.  Each
     round's last output (rows below its counts) is checked against the reference at capacity."""
@@ -461,8 +462,9 @@ def moe_masked_case(structure, max_m: int, timer: Timer) -> dict:
     from nvfp4gemm.masked import MaskedGroupedGemm
 
     g, n, k = structure
-    log(f"[moe masked g{g} N{n} K{k}, capacity {max_m}] ...")
-    data = R.generate_input([max_m] * g, [n] * g, [k] * g, g, 2100, device="cuda")
+    capacity = capacity or max_m
+    log(f"[moe masked g{g} N{n} K{k}, capacity {capacity}, counts 1-{max_m}] ...")
+    data = R.generate_input([capacity] * g, [n] * g, [k] * g, g, 2100, device="cuda")
     ref = R.ref_group(data)
     gemm = MaskedGroupedGemm(data, expected_m=[(max_m + 1) // 2] * g)
     rnd = random.Random(2101)
@@ -517,7 +519,7 @@ def moe_masked_case(structure, max_m: int, timer: Timer) -> dict:
         timed([lambda t=t: replay(t) for t in counts], "graph_us", "graph_host_us")
         check(sets[-1], f"round {r} graph")
     out = {key: statistics.median(v) for key, v in res.items()}
-    out.update({"structure": list(structure), "capacity": max_m, "calls": MOE_CALLS, "rounds": MOE_ROUNDS,
+    out.update({"structure": list(structure), "capacity": capacity, "max_m": max_m, "calls": MOE_CALLS, "rounds": MOE_ROUNDS,
                 "correct": not bad, "check": "; ".join(bad)[:400], "config": " + ".join(c.short() for c in gemm.configs)})
     return out
 
@@ -536,8 +538,9 @@ def print_moe_masked(rows) -> None:
     _print_moe_rows(
         "\nMoE, counts on the GPU (MaskedGroupedGemm: expert buffers of the capacity, M_g read on the device), "
         "mean per call, median of rounds",
-        f"{'case':28} {'ok':3} {'us':>8} {'GPU us':>8} {'host us':>8} {'graph us':>9} {'graph host':>10}  config", rows,
-        lambda name, r: f"{name + ' cap ' + str(r['capacity']):28} {'yes' if r['correct'] else 'NO':3} {r['us']:8.1f} "
+        f"{'case':34} {'ok':3} {'us':>8} {'GPU us':>8} {'host us':>8} {'graph us':>9} {'graph host':>10}  config", rows,
+        lambda name, r: f"{name + ' cap ' + str(r['capacity']) + ' M_g 1-' + str(r.get('max_m', r['capacity'])):34} "
+                        f"{'yes' if r['correct'] else 'NO':3} {r['us']:8.1f} "
                         f"{r['gpu_us']:8.1f} {r['host_us']:8.1f} {r['graph_us']:9.1f} {r['graph_host_us']:10.1f}  {r['config']}")
 
 
@@ -627,8 +630,8 @@ def run_benchmark(problems, args, gpu: str) -> int:
             rows.append(bench_case(problem, shape, gpu, timer, ceilings, graph=True))
     moe = [moe_case(st, args.moe_max_m, gpu, timer, args.moe_auto) for st in (args.moe_structures or [])]
     # (the same layers with the counts on the GPU: sm_90a only, nvfp4gemm/masked.py)
-    masked = [moe_masked_case(st, args.moe_max_m, timer) for st in (args.moe_structures or [])
-              if gpu == "sm_90a" and masked_serves(st, args.moe_max_m)]
+    masked = [moe_masked_case(st, args.moe_max_m, timer, args.moe_capacity) for st in (args.moe_structures or [])
+              if gpu == "sm_90a" and masked_serves(st, args.moe_capacity)]
     name = torch.cuda.get_device_name()
     print_table(rows, ceilings, name)
     if moe:

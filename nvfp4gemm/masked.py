@@ -27,10 +27,11 @@ every capacity <= 16 rows the skinny kernel's masked form runs instead (its laun
 only, exp. 138): each CTA clamps its group's count the same way and returns at once where it
 is 0 (exp. 146).  Where capacities exceed 16 and the caller expects counts of at most 16
 (`expected_m`, or `small=True`: MoE decode steps in buffers sized for prefill), both run, the
-skinny kernel first: it computes the groups whose count is 1..16 rows (the mixed form would
-pad them to 64-128 rows), and the mixed form, whose `masked_above` takes those counts as 0, the
-rest (exp. 147: 0.69-0.82x the mixed form alone on such counts, 1.02-1.07x on larger ones, so
-not by default).  A call is these launches (int64,
+skinny kernel on a side stream (forked from the current stream and joined back: exp. 148): it
+computes the groups whose count is 1..16 rows (the mixed form would pad them to 64-128 rows),
+and the mixed form, whose `masked_above` takes those counts as 0, the rest (exps. 147-148, H100:
+0.66-0.79x the mixed form alone on such counts, 1.02-1.06x on larger ones, so not by default).
+A call is these launches (int64,
 strided or unaligned counts first go through one device copy into an int32 buffer of the
 object's own); no host-side table depends on the counts.  One object's calls run in stream
 order on its own table and workspaces: calls of one object on two streams at once race.  A
@@ -105,6 +106,7 @@ class MaskedGroupedGemm:
         # (counts the kernels cannot read in place are copied here first)
         self._counts32 = torch.zeros(self.groups, dtype=torch.int32, device=self.device)
         self._launches = {}  # stream handle -> the PackedLaunch of each kernel
+        self._side = None  # (the skinny launch's stream where there are two launches: exp. 148)
 
     def _launch_on(self, handle):
         launches = self._launches.get(handle)
@@ -146,5 +148,21 @@ class MaskedGroupedGemm:
             for arg in self._counts_args:
                 arg._desc.value = at
             self._counts_at = at
-        for launch in self._launch_on(_stream_handle(self.device)):
+        launches = self._launch_on(_stream_handle(self.device))
+        if len(launches) == 2:
+            # the skinny kernel on a side stream forked from the current one, the mixed form on
+            # the current one, joined after both (exp. 148: 0.90-0.95x the two in stream order on
+            # decode-sized counts; a CUDA graph captures the fork and the join)
+            cur = torch.cuda.current_stream(self.device)
+            if self._side is None:
+                self._side = torch.cuda.Stream(self.device)
+                self._fork, self._join = torch.cuda.Event(), torch.cuda.Event()
+            self._fork.record(cur)
+            self._side.wait_event(self._fork)
+            self._launch_on(self._side.cuda_stream)[0]()
+            launches[1]()
+            self._join.record(self._side)
+            cur.wait_event(self._join)
+            return
+        for launch in launches:
             launch()
