@@ -48,7 +48,8 @@ a named barrier before the wgmma; here nothing decoded is stored by a thread:
 
 Device schedule (config `device_schedule`, exps. 136-137; NVFP4_DYNAMIC_M's form): no host-made
 table depends on M_g.  The pre-pass finds each half's group from the group table's M_g and K_g
-(`scheduler.device_half`; its grid covers the A16 buffer's capacity); in the main kernel one
+(`scheduler.device_half`; its grid covers the A16 buffer's capacity, at most DEVICE_PREPASS_CTAS
+CTAs striding over the call's halves: exp. 149); in the main kernel one
 thread per CTA computes the CTA's plan into shared memory (`scheduler.device_totals`,
 `device_plan`: whole tiles cta, cta + grid, ..., then, where every group with rows has one K,
 stream-K segments of the tiles past the whole waves or past all but one, by a k-block model)
@@ -121,6 +122,12 @@ SEG_FIELDS = 7  # g, nb, m0, kb0, kb1, s, ns (int32 each; configs.mixed_group_pl
 # MAX_GROUPS - 1 of the group table, so with 16 groups it stamps nothing).  The split-K pairs
 # have no workspace and stamp nothing.  Off (the default), the cubins are unchanged.
 CTA_TRACE = os.environ.get("NVFP4_CTA_TRACE") == "1"
+# Exp. 149: the device schedule's pre-pass grid (its buffer's capacity in halves) capped at this
+# many CTAs of PREPASS_THREADS (8 per SM of an H100 / H200: full occupancy), which stride over
+# the halves of the call's M_g.  H100, MaskedGroupedGemm at capacity 256 (24 cases): 0.943x
+# geomean, 0.77-0.93x where the capacity grid exceeds the cap and the counts fill little of it,
+# 0.996-1.009x where it does not bind; 16 x 132 gave 0.971x
+DEVICE_PREPASS_CTAS = 8 * 132
 TRACE_SLOT_BYTES = 128
 TRACE_SEGS = 5
 
@@ -256,10 +263,14 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
             cute.slice_(self.a16_layout, (None, None, 0)), (self.tile_n, SUB_K))
 
     def launch_prepass(self, meta, pre_offs, row0, a16_ptr, total_halves, k_max, stream):
-        """The A pre-pass launch, one thread per 32-code half row of every group's A."""
+        """The A pre-pass launch, one thread per 32-code half row of every group's A (the device
+        schedule: at most DEVICE_PREPASS_CTAS CTAs, each thread taking halves t, t + grid threads,
+        ... below this call's total: exp. 149)."""
+        ctas = (total_halves + PREPASS_THREADS - 1) // PREPASS_THREADS
+        if cutlass.const_expr(self.device_schedule):
+            ctas = cutlass.min(ctas, DEVICE_PREPASS_CTAS)
         self.prepass_kernel(meta, pre_offs, row0, a16_ptr, total_halves, k_max).launch(
-            grid=[(total_halves + PREPASS_THREADS - 1) // PREPASS_THREADS, 1, 1], block=[PREPASS_THREADS, 1, 1],
-            stream=stream)
+            grid=[ctas, 1, 1], block=[PREPASS_THREADS, 1, 1], stream=stream)
 
     @cute.kernel
     def prepass_kernel(self, meta: cute.Tensor, pre_offs: cute.Tensor, row0: cute.Tensor, a16_ptr: cute.Pointer,
@@ -278,9 +289,18 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                 decode.red_globaltimer(trace_slot, "min")
         dst = Int64(0)
         if cutlass.const_expr(self.device_schedule):
-            # total_halves is the A16 buffer's capacity here: the grid covers it, the halves
-            # of this call's M_g are counted from the group table
-            dst, total_halves = self.prepass_device_half(meta, row0, a16_ptr, k_max, t, base + lane * 64)
+            # total_halves is the A16 buffer's capacity here; the halves of this call's M_g are
+            # counted from the group table, and the CTAs (at most DEVICE_PREPASS_CTAS) stride
+            # over them: a call whose M_g fill little of the buffer launches few rounds (exp. 149)
+            # (round 0 gives the total with its half's group search, as before exp. 149)
+            dst, total = self.prepass_device_half(meta, row0, a16_ptr, k_max, t, base + lane * 64)
+            self.prepass_store(dst, t, lane, base, total)
+            stride = cute.arch.grid_dim()[0] * PREPASS_THREADS
+            for r in cutlass.range(1, (total + stride - 1) // stride, unroll=1):
+                cute.arch.sync_warp()  # (the warp's stage is rewritten this round)
+                tr = t + r * stride
+                dst, _total = self.prepass_device_half(meta, row0, a16_ptr, k_max, tr, base + lane * 64)
+                self.prepass_store(dst, tr, lane, base, total)
         else:
             if t < total_halves:
                 g = group_of(t, pre_offs)
@@ -292,6 +312,18 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                 self.prepass_half(meta[(g, 0)] + Int64(row) * (kg // 2), meta[(g, 3)], row, seg, kg, base + lane * 64)
                 # A16 row row0[g] + row, bytes 64 seg .. 64 seg + 63 (sub-block seg // 2, half seg % 2)
                 dst = a16_ptr.toint() + (Int64(row0[g] + row) * k_max + 32 * seg) * 2
+            self.prepass_store(dst, t, lane, base, total_halves)
+        if cutlass.const_expr(CTA_TRACE):
+            cute.arch.sync_threads()
+            if cute.arch.thread_idx()[0] == 0 and trace_slot != 0:
+                decode.red_globaltimer(trace_slot + 8, "max")
+
+    @cute.jit
+    def prepass_store(self, dst: Int64, t: Int32, lane: Int32, base, total_halves: Int32):
+        """The warp's 32 decoded halves (2 KB of shared memory at `base`) to their A16 addresses
+        (`dst`, half t's): each 16-byte store instruction writes chunk q = 32 i + lane (thread
+        q // 4's chunk q % 4) to that thread's destination, taken by shuffle (halves >= total_halves
+        store nothing)."""
         cute.arch.sync_warp()
         dst_lo = Int32(dst & 0xFFFFFFFF)
         dst_hi = Int32(dst >> 32)
@@ -303,10 +335,6 @@ class Sm90GroupedMixedKernel(Sm90MixedCommon):
                 v = decode.ld_shared_v4_u32(base + 16 * q)
                 addr = (Int64(hi) << 32) | (Int64(lo) & 0xFFFFFFFF)
                 decode.st_global_v4_u32(addr + 16 * (q % 4), v[0], v[1], v[2], v[3])
-        if cutlass.const_expr(CTA_TRACE):
-            cute.arch.sync_threads()
-            if cute.arch.thread_idx()[0] == 0 and trace_slot != 0:
-                decode.red_globaltimer(trace_slot + 8, "max")
 
     @cute.kernel
     def kernel(self, tma_a16: cute.CopyAtom, mA16: cute.Tensor, tiled_mma: cute.TiledMma, meta: cute.Tensor,
