@@ -22,20 +22,20 @@ them.
 sm_90a only.  The device-scheduled grouped mixed-input kernel in its `masked` form (exps.
 136-137, 145): each CTA reads the capacities M_g, N_g, K_g from the group table and the counts
 from the caller's int32 tensor (its address is a launch argument), clamps each count to its
-capacity and plans its tiles from them; the pre-pass covers the A16 buffer's capacity.  Where
-every capacity <= 16 rows the skinny kernel's masked form runs instead (its launch covers N_g
-only, exp. 138): each CTA clamps its group's count the same way and returns at once where it
-is 0 (exp. 146).  Where capacities exceed 16 and the caller expects counts of at most 16
-(`expected_m`, or `small=True`: MoE decode steps in buffers sized for prefill), both run, the
-skinny kernel on a side stream (forked from the current stream and joined back: exp. 148): it
-computes the groups whose count is 1..16 rows (the mixed form would pad them to 64-128 rows),
-and the mixed form, whose `masked_above` takes those counts as 0, the rest (exps. 147-148, H100:
-0.66-0.79x the mixed form alone on such counts, 1.02-1.06x on larger ones, so not by default).
-A call is these launches (int64,
-strided or unaligned counts first go through one device copy into an int32 buffer of the
-object's own); no host-side table depends on the counts.  One object's calls run in stream
-order on its own table and workspaces: calls of one object on two streams at once race.  A
-CUDA graph of a call reads the counts tensor it captured.
+capacity and plans its tiles from them; the pre-pass strides over the call's rows (exp. 149).
+Where every capacity <= 16 rows the skinny kernel's masked form runs instead (its launch
+covers N_g only, exp. 138): each CTA clamps its group's count the same way and returns at once
+where it is 0 (exp. 146).  Where capacities exceed 16 and the caller expects counts of at most
+16 (`expected_m`, or `small=True`: MoE decode steps in buffers sized for prefill), both run,
+the skinny kernel on a side stream (forked from the current stream and joined back: exp. 148):
+it computes the groups whose count is 1..16 rows (the mixed form would pad them to 64-128
+rows), and the mixed form, whose `masked_above` takes those counts as 0, the rest (H100,
+capacity 256, after exp. 149: 0.73-0.76x the mixed form alone on counts 1-16, 1.01-1.16x on
+larger ones, so not by default).  A call is these launches (int64, strided or unaligned counts
+first go through one device copy into an int32 buffer of the object's own); no host-side
+table depends on the counts.  One object's calls run in stream order on its own table and
+workspaces: calls of one object on two streams at once race.  A CUDA graph of a call reads the
+counts tensor it captured.
 """
 
 from __future__ import annotations

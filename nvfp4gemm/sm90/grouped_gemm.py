@@ -516,7 +516,7 @@ def pointer_table(dev, vals: tuple):
 
 def group_table(dev, vals: tuple):
     """A new device group table of `table_entries` values, zero-padded to MAX_GROUPS rows (int64;
-    uncached: MaskedGroupedGemm rewrites its own table's M_g entries)."""
+    uncached: MaskedGroupedGemm's table is its own)."""
     import torch
 
     return device_tables(dev, (vals + (0,) * (MAX_GROUPS * META_FIELDS - len(vals)), torch.int64))[0]

@@ -48,8 +48,8 @@ a named barrier before the wgmma; here nothing decoded is stored by a thread:
 
 Device schedule (config `device_schedule`, exps. 136-137; NVFP4_DYNAMIC_M's form): no host-made
 table depends on M_g.  The pre-pass finds each half's group from the group table's M_g and K_g
-(`scheduler.device_half`; its grid covers the A16 buffer's capacity, at most DEVICE_PREPASS_CTAS
-CTAs striding over the call's halves: exp. 149); in the main kernel one
+(`scheduler.device_half`; its grid: the A16 buffer's capacity in halves, at most
+DEVICE_PREPASS_CTAS CTAs, which stride over the call's halves: exp. 149); in the main kernel one
 thread per CTA computes the CTA's plan into shared memory (`scheduler.device_totals`,
 `device_plan`: whole tiles cta, cta + grid, ..., then, where every group with rows has one K,
 stream-K segments of the tiles past the whole waves or past all but one, by a k-block model)
@@ -125,8 +125,8 @@ CTA_TRACE = os.environ.get("NVFP4_CTA_TRACE") == "1"
 # Exp. 149: the device schedule's pre-pass grid (its buffer's capacity in halves) capped at this
 # many CTAs of PREPASS_THREADS (8 per SM of an H100 / H200: full occupancy), which stride over
 # the halves of the call's M_g.  H100, MaskedGroupedGemm at capacity 256 (24 cases): 0.943x
-# geomean, 0.77-0.93x where the capacity grid exceeds the cap and the counts fill little of it,
-# 0.996-1.009x where it does not bind; 16 x 132 gave 0.971x
+# geomean, 0.77-1.003x where the capacity grid exceeds the cap (the most where the counts fill
+# little of it), 0.996-1.010x where it does not bind; 16 x 132 gave 0.971x
 DEVICE_PREPASS_CTAS = 8 * 132
 TRACE_SLOT_BYTES = 128
 TRACE_SEGS = 5

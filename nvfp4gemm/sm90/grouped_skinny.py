@@ -18,8 +18,8 @@ the launch takes one more argument, an int32 counts tensor (G,), and a CTA takes
 min(max(counts[g], 0), the table's M_g) (the table holds the buffers' capacities); a CTA whose
 group has no rows returns before its loads, so the B_g of an expert with no tokens is not read.
 So does a CTA whose group has more rows than the tile's A rows: where capacities exceed them,
-MaskedGroupedGemm launches the device-scheduled form after this kernel for those groups (its
-`masked_above`, exp. 147), and this kernel computes only the groups of 1..tile N rows.
+MaskedGroupedGemm launches the device-scheduled form beside this kernel for those groups (its
+`masked_above`, exps. 147-148), and this kernel computes only the groups of 1..tile N rows.
 
 Constraints (can_implement): config.skinny, 1..16 groups, every M_g <= tile N (8 or 16),
 N_g % tile M == 0, K_g % 256 == 0, L == 1.
