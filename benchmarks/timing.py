@@ -453,10 +453,11 @@ def moe_masked_case(structure, max_m: int, timer: Timer, capacity: int | None = 
     """The same MoE layer through `MaskedGroupedGemm` (exp. 144): expert buffers of `capacity`
     rows (default max_m), the counts (uniform 1..max_m, one int32 tensor per call, made on the GPU
     beforehand as a router would) read on the device; expected counts (max_m + 1) // 2, so counts
-    of at most 16 in larger buffers run the skinny kernel beside the mixed form (exps. 147-148).  Per round MOE_CALLS calls back to back after one L2 flush
-    (mean per call, and the host's own time), the same behind a GPU sleep (the GPU's own time),
-    and a CUDA graph of one call replayed after a device copy of each call's counts.  Each
-    round's last output (rows below its counts) is checked against the reference at capacity."""
+    of at most 16 in larger buffers run the skinny kernel beside the mixed form (exps. 147-148).
+    Per round MOE_CALLS calls back to back after one L2 flush (mean per call, and the host's own
+    time), the same behind a GPU sleep (the GPU's own time), and a CUDA graph of one call
+    replayed after a device copy of each call's counts.  Each round's last output (rows below
+    its counts) is checked against the reference at capacity."""
     import random
 
     from nvfp4gemm.masked import MaskedGroupedGemm
