@@ -2097,7 +2097,9 @@ def sm90_group_masked_picks(shape, expected_m=None, small=None) -> tuple:
     H100 (exps. 147-148, the skinny launch on a side stream beside the mixed form), capacity 256:
     counts 1-16 / 0-8 run 0.66-0.79x the mixed form alone's GPU time, half of them <= 16
     0.88-1.05x, counts 1-256 1.03-1.06x and 17-256 1.02-1.04x (the skinny CTAs take SMs first);
-    after exp. 149's pre-pass, counts 1-16 0.73-0.76x, 1-64 1.11-1.16x, 1-256 1.01-1.08x."""
+    after exp. 149's pre-pass, counts 1-16 0.73-0.76x, 1-64 1.11-1.16x, 1-256 1.01-1.08x; with
+    the mixed form on the side stream instead (exp. 150), counts <= 16 0.63-0.75x, 1-64
+    1.08-1.16x, 1-256 1.03-1.04x, 17-256 1.01-1.04x."""
     if group_skinny_ok(shape):
         return (replace(sm90_group_skinny(shape), masked=True),)
     shape_m = shape

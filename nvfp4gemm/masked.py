@@ -26,12 +26,12 @@ capacity and plans its tiles from them; the pre-pass strides over the call's row
 Where every capacity <= 16 rows the skinny kernel's masked form runs instead (its launch
 covers N_g only, exp. 138): each CTA clamps its group's count the same way and returns at once
 where it is 0 (exp. 146).  Where capacities exceed 16 and the caller expects counts of at most
-16 (`expected_m`, or `small=True`: MoE decode steps in buffers sized for prefill), both run,
-the skinny kernel on a side stream (forked from the current stream and joined back: exp. 148):
-it computes the groups whose count is 1..16 rows (the mixed form would pad them to 64-128
-rows), and the mixed form, whose `masked_above` takes those counts as 0, the rest (H100,
-capacity 256, after exp. 149: 0.73-0.76x the mixed form alone on counts 1-16, 1.01-1.16x on
-larger ones, so not by default).  A call is these launches (int64, strided or unaligned counts
+16 (`expected_m`, or `small=True`: MoE decode steps in buffers sized for prefill), both run
+side by side (the mixed form on a side stream forked from the current stream and joined back:
+exps. 148, 150): the skinny kernel computes the groups whose count is 1..16 rows (the mixed
+form would pad them to 64-128 rows), and the mixed form, whose `masked_above` takes those
+counts as 0, the rest (H100, capacity 256, exp. 150: 0.63-0.75x the mixed form alone on counts
+of at most 16, 1.01-1.16x on larger ones, so not by default).  A call is these launches (int64, strided or unaligned counts
 first go through one device copy into an int32 buffer of the object's own); no host-side
 table depends on the counts.  One object's calls run in stream order on its own table and
 workspaces: calls of one object on two streams at once race.  A CUDA graph of a call reads the
@@ -106,7 +106,7 @@ class MaskedGroupedGemm:
         # (counts the kernels cannot read in place are copied here first)
         self._counts32 = torch.zeros(self.groups, dtype=torch.int32, device=self.device)
         self._launches = {}  # stream handle -> the PackedLaunch of each kernel
-        self._side = None  # (the skinny launch's stream where there are two launches: exp. 148)
+        self._side = None  # (the mixed form's stream where there are two launches: exps. 148, 150)
 
     def _launch_on(self, handle):
         launches = self._launches.get(handle)
@@ -150,17 +150,18 @@ class MaskedGroupedGemm:
             self._counts_at = at
         launches = self._launch_on(_stream_handle(self.device))
         if len(launches) == 2:
-            # the skinny kernel on a side stream forked from the current one, the mixed form on
-            # the current one, joined after both (exp. 148: 0.90-0.95x the two in stream order on
-            # decode-sized counts; a CUDA graph captures the fork and the join)
+            # the mixed form on a side stream forked from the current one, then the skinny kernel
+            # on the current one, joined after both (exp. 148: side by side, 0.90-0.95x the two in
+            # stream order on decode-sized counts; exp. 150: this way round 0.98-1.0x the skinny
+            # kernel on the side stream; a CUDA graph captures the fork and the join)
             cur = torch.cuda.current_stream(self.device)
             if self._side is None:
                 self._side = torch.cuda.Stream(self.device)
                 self._fork, self._join = torch.cuda.Event(), torch.cuda.Event()
             self._fork.record(cur)
             self._side.wait_event(self._fork)
-            self._launch_on(self._side.cuda_stream)[0]()
-            launches[1]()
+            self._launch_on(self._side.cuda_stream)[1]()
+            launches[0]()
             self._join.record(self._side)
             cur.wait_event(self._join)
             return
