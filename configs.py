@@ -2086,13 +2086,13 @@ def launch_serves_any_m(cfg: KernelConfig) -> bool:
 
 def sm90_group_masked_picks(shape, expected_m=None, small=None) -> tuple:
     """The configs of a grouped call whose M_g are read on the GPU (nvfp4gemm/masked.py, exps.
-    144-147), launched in this order, for buffers of `shape`'s M_g rows (the capacities); () where
+    144-150; two run side by side), for buffers of `shape`'s M_g rows (the capacities); () where
     none serves.  Every capacity <= SKINNY_MAX_M: the skinny kernel's masked form (its launch
     covers N_g only; exp. 146).  Else the device-scheduled mixed form reading the counts itself
     (`masked`, exp. 145) with `device_schedule_tile` of the expected M_g (each within 1..its
     capacity; the capacities where None: the tile rule cannot see the device's M_g); and with
-    `small` (exp. 147) the masked skinny kernel first for the groups whose count is <= 16 rows at
-    call time, the mixed form (`masked_above`) for the rest.  `small` None: on where every
+    `small` (exp. 147) the masked skinny kernel (first in the tuple) for the groups whose count is
+    <= 16 rows at call time, the mixed form (`masked_above`) for the rest.  `small` None: on where every
     expected M_g is <= SKINNY_MAX_M (MoE decode steps in buffers sized for more), else off.
     H100 (exps. 147-148, the skinny launch on a side stream beside the mixed form), capacity 256:
     counts 1-16 / 0-8 run 0.66-0.79x the mixed form alone's GPU time, half of them <= 16

@@ -55,9 +55,10 @@ class MaskedGroupedGemm:
     format at capacity sizes (M_g = the rows of each buffer), validated as `custom_kernel`
     validates it.  `expected_m` (optional, one int per group): typical counts, used only to
     choose the kernels (default: the capacities).  `small` (where some capacity exceeds 16):
-    True / False to launch the skinny kernel first for the groups whose count is <= 16 rows, or
-    not; None (default): where every expected_m is <= 16 (`configs.sm90_group_masked_picks`,
-    exp. 147).  `configs`: the launches' configs in call order; `cfg`, the last.  Raises
+    True / False to launch the skinny kernel beside the mixed form for the groups whose count is
+    <= 16 rows, or not; None (default): where every expected_m is <= 16
+    (`configs.sm90_group_masked_picks`, exps. 147-150).  `configs`: the launches' configs (the
+    skinny kernel's first); `cfg`, the last.  Raises
     InputError, naming the broken constraint, for bad inputs, a GPU other than sm_90 and shapes
     no device-scheduled tile divides (N_g not multiples of 128 with a capacity over 16)."""
 
@@ -73,7 +74,8 @@ class MaskedGroupedGemm:
             raise InputError("MaskedGroupedGemm needs every N_g to be a multiple of 128 (the device-scheduled "
                              "kernel's B rows per tile) unless every capacity M_g <= "
                              f"{configs.SKINNY_MAX_M}; got N_g {[n for _m, n, _k in shape]}")
-        # the launches in call order: the skinny kernel's groups of few rows, then the rest (exp. 147)
+        # the launches: the skinny kernel's groups of few rows, then the rest (exp. 147; they
+        # run side by side, exps. 148, 150)
         self.configs, self.cfg = cfgs, cfgs[-1]
         self.shape, self.groups = tuple(shape), len(shape)
         self.outputs = [c for _a, _b, c in data[0]]
