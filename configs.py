@@ -92,8 +92,8 @@ class KernelConfig:
     # skinny (grouped): the same counts as an extra launch argument (exp. 146)
     masked: bool = False
     # with masked and device_schedule: groups whose count is at most this many rows get none
-    # (MaskedGroupedGemm launches the masked skinny kernel for them first, which skips the
-    # others: exp. 147); 0 = every group
+    # (MaskedGroupedGemm launches the masked skinny kernel, whose tile holds this many A rows,
+    # beside it for them; it skips the others: exps. 147-150); 0 = every group
     masked_above: int = 0
 
     @property
