@@ -193,7 +193,7 @@ def test_skinny_compiles_mma_sync_no_spills(problem, cfg, tmp_path):
                                      configs.sm90_dual_skinny((16, 4096, 7168, 1))):
         # the rule's configs: <= 128 registers, so 4 CTAs of 4 warps fit an SM's registers
         assert ck.registers <= 128, ck.registers
-    if problem == "group" and cfg.k_warps == 4:  # the rule's warp count: <= 128 registers
+    if problem == "group" and cfg.k_warps in (2, 4):  # the rule's warp counts: <= 128 registers
         assert ck.registers <= 128, ck.registers
 
 
