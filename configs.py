@@ -1779,8 +1779,9 @@ def group_skinny_ok(shape) -> bool:
 def sm90_group_skinny(shape) -> KernelConfig:
     """sm_90a grouped GEMM with every M_g <= 16 (MoE decode; nvfp4gemm/sm90/grouped_skinny.py):
     32 rows of B_g per CTA (two m16 row groups: the per-warp work of the dual kernel's 16 rows
-    of B1 and B2) when that still gives a CTA per SM, else 16; 4 warps splitting K; A rows
-    held 8 (every M_g <= 8) or 16; 3 cp.async stages, 2 for the 32 x 16 tile.  H200,
+    of B1 and B2) when that still gives a CTA per SM, else 16; 2 warps (32 rows, exp. 151) or 4
+    (16 rows) splitting K; A rows held 8 (every M_g <= 8) or 16; 3 cp.async stages, 2 for the
+    32 x 16 tile.  H200 (4 warps),
     2026-11-21, kernel-only (notes/sm90.md exp. 43): g8 x M 1, N 4096, K 7168 55.8 us (16
     rows 63.5; the grouped swap kernel 66.3); g1 x M 1, N 256, K 7168 10.0 (32 rows 12.4,
     swap 19.3); with the word decode, g8 x M 16 59.6 (32x16 ab2; ab3 66.7, 16 rows 73.2),
