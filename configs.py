@@ -1787,7 +1787,7 @@ def sm90_group_skinny(shape) -> KernelConfig:
     swap 19.3); with the word decode, g8 x M 16 59.6 (32x16 ab2; ab3 66.7, 16 rows 73.2),
     M 3 / 16, N 1024, K 7168 12.7 (16x16 ab3; ab2 15.3, 32 rows 14.1).  Exp. 151 (H100,
     2026-11-26, MaskedGroupedGemm at capacity 8 / 16, 13 shapes): 2 warps instead of 4 for the
-    32-row tiles, 0.84-0.94x at K 1024-3072, 0.95-0.97x at K 4096, 0.99-1.0x at K 7168, 1.02x on
+    32-row tiles, 0.84-0.96x at K 1024-3072, 0.97x at K 4096, 0.99-1.0x at K 7168, 1.02x on
     one small launch (g4 N2048 K2048, 8.7 us); not run on an H200."""
     tn = 8 if max(m for m, _, _ in shape) <= 8 else 16
     tm = 32 if sum(n // 32 for _, n, _ in shape) >= SM_COUNT["sm_90a"] else 16
