@@ -107,19 +107,18 @@ class MaskedGroupedGemm:
         self._counts_at = None  # (the address the counts arguments hold now)
         # (counts the kernels cannot read in place are copied here first)
         self._counts32 = torch.zeros(self.groups, dtype=torch.int32, device=self.device)
-        self._launches = {}  # stream handle -> the PackedLaunch of each kernel
+        self._launches = {}  # (stream handle, kernel index) -> its PackedLaunch
         self._side = None  # (the mixed form's stream where there are two launches: exps. 148, 150)
 
-    def _launch_on(self, handle):
-        launches = self._launches.get(handle)
-        if launches is None:
-            launches = []
-            for fn, args, at in self._kernels:
-                args = list(args)
-                args[at] = CUstream(handle)
-                launches.append(PackedLaunch(fn, tuple(args)))
-            self._launches[handle] = launches
-        return launches
+    def _launch_on(self, handle, i: int) -> PackedLaunch:
+        """Kernel i's packed launch on stream `handle` (made at its first use)."""
+        launch = self._launches.get((handle, i))
+        if launch is None:
+            fn, args, at = self._kernels[i]
+            args = list(args)
+            args[at] = CUstream(handle)
+            launch = self._launches[(handle, i)] = PackedLaunch(fn, tuple(args))
+        return launch
 
     def __call__(self, masked_m: torch.Tensor) -> list:
         """Enqueue C_g[:masked_m[g]] for every group on the current stream; returns the C_g
@@ -150,8 +149,7 @@ class MaskedGroupedGemm:
             for arg in self._counts_args:
                 arg._desc.value = at
             self._counts_at = at
-        launches = self._launch_on(_stream_handle(self.device))
-        if len(launches) == 2:
+        if len(self._kernels) == 2:
             # the mixed form on a side stream forked from the current one, then the skinny kernel
             # on the current one, joined after both (exp. 148: side by side, 0.90-0.95x the two in
             # stream order on decode-sized counts; exp. 150: this way round 0.98-1.0x the skinny
@@ -162,10 +160,9 @@ class MaskedGroupedGemm:
                 self._fork, self._join = torch.cuda.Event(), torch.cuda.Event()
             self._fork.record(cur)
             self._side.wait_event(self._fork)
-            self._launch_on(self._side.cuda_stream)[1]()
-            launches[0]()
+            self._launch_on(self._side.cuda_stream, 1)()
+            self._launch_on(cur.cuda_stream, 0)()
             self._join.record(self._side)
             cur.wait_event(self._join)
-            return
-        for launch in launches:
-            launch()
+        else:
+            self._launch_on(_stream_handle(self.device), 0)()
