@@ -371,12 +371,33 @@ def _mixed_narrow_ok(cfg: KernelConfig) -> bool:
             and (cfg.cluster_mn == (1, 1) or (form in (((192, 128), 3), ((128, 256), 2)) and cfg.cluster_mn == (2, 1))))
 
 
-def check_shape(problem: str, shape, arch: str | None = None) -> list[str]:
+# Groups of one grouped launch: every grouped kernel's table (sm_90a: 16 rows of pointers and
+# sizes, written from one launch's parameters; sm_100a: 16 groups of TMA descriptors) and its
+# group search (an unrolled scan) are sized for this.  An input of more groups runs as several
+# launches of at most this many, in stream order (`group_chunks`; exp. 152).
+GROUPS_PER_LAUNCH = 16
+
+
+def group_chunks(groups: int, align: int = 1) -> list[tuple[int, int]]:
+    """[lo, hi) ranges of consecutive groups, each of at most GROUPS_PER_LAUNCH, as few as that
+    allows and as even in size as `align` (which divides GROUPS_PER_LAUNCH) lets them be: every
+    boundary but the last is a multiple of `align` (MaskedGroupedGemm: 4 int32 counts = 16
+    bytes, so each range's counts stay 16-byte aligned)."""
+    if groups < 1 or GROUPS_PER_LAUNCH % align:
+        raise ValueError(f"group_chunks({groups}, align={align})")
+    units = -(-groups // align)
+    per = GROUPS_PER_LAUNCH // align
+    n = -(-units // per)
+    return [(units * i // n * align, min(units * (i + 1) // n * align, groups)) for i in range(n)]
+
+
+def check_shape(problem: str, shape, arch: str | None = None, launch: bool = True) -> list[str]:
     """Shape constraints the kernels rely on: those of both architectures (arch None, what
     `validate` checks before the GPU is known), plus the named arch's own.  Dual M is ragged
     on sm_90a (TMA zero-fills A rows past M and clips C's; rows never mix); the sm_100a
     dual kernel has only run as far as the compiler (no B200), and keeps the leaderboard's
-    M % 128 == 0."""
+    M % 128 == 0.  Grouped: at most GROUPS_PER_LAUNCH groups where `launch` (one kernel's);
+    an input (launch False) may have any number, run in chunks."""
     errs = []
     if problem == "dual":
         m, n, k, l = shape
@@ -392,8 +413,9 @@ def check_shape(problem: str, shape, arch: str | None = None) -> list[str]:
         if l < 1:
             errs.append(f"L={l} must be >= 1")
     else:
-        if not 1 <= len(shape) <= 16:
-            errs.append(f"{len(shape)} groups: 1 to 16 supported")
+        if len(shape) < 1 or (launch and len(shape) > GROUPS_PER_LAUNCH):
+            errs.append(f"{len(shape)} groups: 1 to {GROUPS_PER_LAUNCH} per launch supported"
+                        if launch else f"{len(shape)} groups: at least 1 needed")
         for g, (m, n, k) in enumerate(shape):
             for name, v in (("M", m), ("N", n), ("K", k)):
                 if v < 1:

@@ -48,6 +48,12 @@ from nvfp4gemm.cache import private_buffers
 from nvfp4gemm.dispatch import PackedLaunch, _current_device, _stream_handle, compiled_for
 from nvfp4gemm.validate import InputError, arch_of_capability, validate_device, validate_group
 
+# Exp. 152: more than GROUPS_PER_LAUNCH groups run as one object per range of groups, side by side on
+# streams forked from the caller's (H100: 0.66-0.99x the GPU time of the same launches in stream
+# order on 5 structures; CUDA graphs capture the fork and joins).  False: in stream order.
+CHUNK_STREAMS = True
+
+
 class MaskedGroupedGemm:
     """C_g[:masked_m[g]] = A_g[:masked_m[g]] B_g^T for buffers of a fixed capacity (module doc).
 
@@ -69,6 +75,25 @@ class MaskedGroupedGemm:
         if arch != "sm_90a":
             raise InputError(f"MaskedGroupedGemm runs on sm_90 (H100/H200) only; this GPU is {arch} "
                              "(the sm_100a grouped kernel plans M_g on the host: use custom_kernel)")
+        if expected_m is not None and len(expected_m) != len(shape):
+            raise InputError(f"expected_m must have one entry per group ({len(shape)}), got {len(expected_m)}")
+        self.shape, self.groups = tuple(shape), len(shape)
+        self.outputs = [c for _a, _b, c in data[0]]
+        # (counts the kernels cannot read in place are copied here first)
+        self._counts32 = torch.zeros(self.groups, dtype=torch.int32, device=self.device)
+        self.chunks = None
+        self._side = None  # (side streams: the split's mixed form, exps. 148, 150; or chunks, exp. 152)
+        if self.groups > configs.GROUPS_PER_LAUNCH:
+            # more groups than one launch's table (exp. 152): one object per range of at most
+            # GROUPS_PER_LAUNCH groups, each boundary at a multiple of 4 groups so that every
+            # range's int32 counts stay 16-byte aligned; called in stream order
+            self._ranges = configs.group_chunks(self.groups, align=4)
+            self.chunks = [MaskedGroupedGemm(tuple(x[lo:hi] for x in data),
+                                             None if expected_m is None else expected_m[lo:hi], small)
+                           for lo, hi in self._ranges]
+            self.configs = tuple(c for sub in self.chunks for c in sub.configs)
+            self.cfg = self.chunks[-1].cfg
+            return
         cfgs = configs.sm90_group_masked_picks(tuple(shape), expected_m, small)
         if not cfgs:
             raise InputError("MaskedGroupedGemm needs every N_g to be a multiple of 128 (the device-scheduled "
@@ -77,8 +102,6 @@ class MaskedGroupedGemm:
         # the launches: the skinny kernel's groups of few rows, then the rest (exp. 147; they
         # run side by side, exps. 148, 150)
         self.configs, self.cfg = cfgs, cfgs[-1]
-        self.shape, self.groups = tuple(shape), len(shape)
-        self.outputs = [c for _a, _b, c in data[0]]
         # (the launches hold these tensors' addresses: they must live as long as this object)
         self._tensors = tuple(t for _name, t in used)
         self._keep = []
@@ -105,10 +128,7 @@ class MaskedGroupedGemm:
             self._kernels.append((ck.fn, args, streams[0]))
             self._counts_args.append(args[COUNTS_ARG])
         self._counts_at = None  # (the address the counts arguments hold now)
-        # (counts the kernels cannot read in place are copied here first)
-        self._counts32 = torch.zeros(self.groups, dtype=torch.int32, device=self.device)
         self._launches = {}  # (stream handle, kernel index) -> its PackedLaunch
-        self._side = None  # (the mixed form's stream where there are two launches: exps. 148, 150)
 
     def _launch_on(self, handle, i: int) -> PackedLaunch:
         """Kernel i's packed launch on stream `handle` (made at its first use)."""
@@ -144,7 +164,30 @@ class MaskedGroupedGemm:
             # the current stream, so ordered before the launch and captured with it)
             src = self._counts32
             src.copy_(masked_m)
-        at = src.data_ptr()
+        self._enqueue_at(src.data_ptr(), None)
+
+    def _enqueue_at(self, at: int, cur) -> None:
+        """The launches on stream `cur` (a torch.cuda.Stream; None: the current one) for the int32
+        counts at address `at` (16-byte aligned)."""
+        if self.chunks is not None:
+            # more than GROUPS_PER_LAUNCH groups (exp. 152): each range's object on its counts
+            cur = cur if cur is not None else torch.cuda.current_stream(self.device)
+            if CHUNK_STREAMS:  # (the chunks side by side: range i > 0 on side stream i - 1)
+                if self._side is None:
+                    self._fork = torch.cuda.Event()
+                    self._side = [(torch.cuda.Stream(self.device), torch.cuda.Event()) for _ in self.chunks[1:]]
+                self._fork.record(cur)
+                for (side, _join), sub, (lo, _hi) in zip(self._side, self.chunks[1:], self._ranges[1:]):
+                    side.wait_event(self._fork)
+                    sub._enqueue_at(at + 4 * lo, side)
+                self.chunks[0]._enqueue_at(at, cur)
+                for side, join in self._side:
+                    join.record(side)
+                    cur.wait_event(join)
+            else:
+                for sub, (lo, _hi) in zip(self.chunks, self._ranges):
+                    sub._enqueue_at(at + 4 * lo, cur)
+            return
         if at != self._counts_at:
             for arg in self._counts_args:
                 arg._desc.value = at
@@ -154,7 +197,7 @@ class MaskedGroupedGemm:
             # on the current one, joined after both (exp. 148: side by side, 0.90-0.95x the two in
             # stream order on decode-sized counts; exp. 150: this way round 0.98-1.0x the skinny
             # kernel on the side stream; a CUDA graph captures the fork and the join)
-            cur = torch.cuda.current_stream(self.device)
+            cur = cur if cur is not None else torch.cuda.current_stream(self.device)
             if self._side is None:
                 self._side = torch.cuda.Stream(self.device)
                 self._fork, self._join = torch.cuda.Event(), torch.cuda.Event()
@@ -165,4 +208,4 @@ class MaskedGroupedGemm:
             self._join.record(self._side)
             cur.wait_event(self._join)
         else:
-            self._launch_on(_stream_handle(self.device), 0)()
+            self._launch_on(_stream_handle(self.device) if cur is None else cur.cuda_stream, 0)()

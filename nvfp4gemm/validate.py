@@ -92,7 +92,8 @@ def validate_dual(data):
 
 
 def validate_group(data):
-    """Checks the grouped 4-tuple; returns the shape as per-group (m, n, k)."""
+    """Checks the grouped 4-tuple (any number of groups: the dispatcher runs more than
+    configs.GROUPS_PER_LAUNCH in chunks); returns the shape as per-group (m, n, k)."""
     _need(isinstance(data, (tuple, list)) and len(data) == 4,
           "grouped input must be the 4-tuple (abc, sfasfb, sfasfb_perm, problem_sizes)")
     abc, sfs, sfs_p, sizes = data
@@ -119,7 +120,7 @@ def validate_group(data):
         _check_permuted(pre + "sfb_perm", sfb_p, n, k, l)
         _check_output(pre + "c", c, m, n, l)
         used += [(pre + "a", a), (pre + "b", b), (pre + "sfa_perm", sfa_p), (pre + "sfb_perm", sfb_p), (pre + "c", c)]
-    for err in check_shape("group", shape):
+    for err in check_shape("group", shape, launch=False):  # (more groups than a launch takes: chunks)
         raise InputError(err)
     return tuple(shape), used
 

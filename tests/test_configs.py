@@ -66,3 +66,33 @@ def test_checks_catch_bad_configs():
 
 def test_tmem_alloc_is_power_of_two():
     assert [C.tmem_alloc_columns(x) for x in (1, 32, 33, 304, 512)] == [32, 32, 64, 512, 512]
+
+
+@pytest.mark.parametrize("align", [1, 2, 4, 8, 16])
+def test_group_chunks(align):
+    """Exp. 152: `group_chunks` covers every group once, in order, in as few ranges of at most
+    GROUPS_PER_LAUNCH as possible, every boundary but the last a multiple of `align`, sizes as
+    even as that allows (within `align`)."""
+    per = C.GROUPS_PER_LAUNCH
+    for g in range(1, 300):
+        r = C.group_chunks(g, align)
+        assert r[0][0] == 0 and r[-1][1] == g and all(a[1] == b[0] for a, b in zip(r, r[1:]))
+        assert all(0 < hi - lo <= per for lo, hi in r)
+        assert len(r) == -(-(-(-g // align)) // (per // align))  # (ceil(g / per) where align is 1)
+        assert all(hi % align == 0 for _lo, hi in r[:-1])
+        full = [hi - lo for lo, hi in r[:-1]]
+        assert not full or max(full) - min(full) <= align
+    assert C.group_chunks(40, 4) == [(0, 12), (12, 24), (24, 40)]
+    with pytest.raises(ValueError):
+        C.group_chunks(0)
+    with pytest.raises(ValueError):
+        C.group_chunks(8, 3)
+
+
+def test_group_count_per_launch():
+    """A launch takes 1 to GROUPS_PER_LAUNCH groups; an input any number of at least 1."""
+    shape = ((64, 128, 256),) * (C.GROUPS_PER_LAUNCH + 1)
+    assert any("per launch" in e for e in C.check_shape("group", shape))
+    assert not C.check_shape("group", shape, launch=False)
+    assert not C.check_shape("group", shape[:C.GROUPS_PER_LAUNCH])
+    assert C.check_shape("group", (), launch=False)

@@ -1076,3 +1076,54 @@ def test_known_sizes_skip_the_signature(monkeypatch):
     assert call([200, 150], 32) is first, "an M_g set planned before the switch keeps its entry"
     assert call([70, 33], 33).cfg.device_schedule, "a new M_g set after the switch: the device schedule"
     assert calls["signature"] == n_sig and calls["validate"] == 4
+
+
+def test_more_groups_than_a_launch_run_in_chunks(monkeypatch):
+    """Exp. 152: a grouped input of more than GROUPS_PER_LAUNCH groups runs as the launches of
+    `configs.group_chunks`' ranges, in order, each with its own groups' tensors; the output is
+    every group's C.  A bad group anywhere is refused before the first launch, named by its
+    index in the whole input; a later call of the same input takes each chunk's known entry."""
+    import configs
+
+    calls = collections.Counter()
+    launched = []
+
+    def runtime_args(d, cfg, stream):
+        launched.append([grp[0].data_ptr() for grp in d[0]])
+        return ()
+
+    _cpu_dispatcher(monkeypatch, "validate_group", calls, lambda *a: calls.update(["launch"]),
+                    types.SimpleNamespace(runtime_args=runtime_args))
+    monkeypatch.setattr(dispatch, "CHUNK_STREAMS", False)  # (side streams need CUDA: the GPU tests run them)
+    g = 37
+    ms = [(7 * i) % 50 + 1 for i in range(g)]
+    d = R.generate_input(ms, [64] * g, [256] * g, g, 5, device="cpu")
+    outs = dispatch.custom_kernel(d)
+    assert [o is grp[2] for o, grp in zip(outs, d[0])] == [True] * g and len(outs) == g
+    ranges = configs.group_chunks(g)
+    assert len(ranges) == 3 and calls["launch"] == 3 and calls["validate"] == 3
+    assert launched == [[grp[0].data_ptr() for grp in d[0][lo:hi]] for lo, hi in ranges]
+    real_entry_of = dispatch._entry_of
+    monkeypatch.setattr(dispatch, "_entry_of", lambda *a, **k: calls.update(["entry_of"]) or real_entry_of(*a, **k))
+    dispatch.custom_kernel(d)  # (the same input object: the chunks' entries remembered, no lookup)
+    assert calls["launch"] == 6 and calls["validate"] == 3 and calls["entry_of"] == 0
+    moved = (d[0], d[1], d[2], [tuple(x) for x in d[3]])  # (a new object: each chunk looked up, not validated)
+    dispatch.custom_kernel(moved)
+    assert calls["launch"] == 9 and calls["validate"] == 3 and calls["entry_of"] == 3
+    assert launched[-3:] == launched[:3]
+    swapped = (list(d[0]), d[1], d[2], d[3])
+    dispatch.custom_kernel(swapped)
+    swapped[0][5] = tuple(t.clone() for t in swapped[0][5])  # (group 5's tensors replaced: not the input it was)
+    dispatch.custom_kernel(swapped)
+    assert launched[-1] == launched[2] and launched[-3][5] == swapped[0][5][0].data_ptr() != launched[0][5]
+    assert calls["launch"] == 15
+    bad = (list(d[0]), d[1], d[2], d[3])
+    a, b, c = bad[0][33]
+    bad[0][33] = (a, b[:32], c)  # group 33's b: 32 rows, not 64
+    with pytest.raises(InputError, match="group 33: b must have shape"):
+        dispatch.custom_kernel(bad)
+    bad_sizes = (d[0], d[1], d[2], list(d[3]))
+    bad_sizes[3][20] = (ms[20], 64, 300, 1)
+    with pytest.raises(InputError, match="group 20"):
+        dispatch.custom_kernel(bad_sizes)
+    assert calls["launch"] == 15

@@ -144,16 +144,23 @@ def _replay_checked(graph, data, outs, problem):
     assert ok, msg
 
 
-@pytest.mark.parametrize("problem", ["dual", "group"])
+@pytest.mark.parametrize("problem", ["dual", "group", "group_chunks"])
 def test_cuda_graph_replay(problem):
     """A call captured in a CUDA graph after a first eager call replays correctly into
     NaN-poisoned outputs; a grouped input first seen inside a capture gets the dispatcher's
-    clear error (its launch tables cannot be uploaded there), not a corrupt graph."""
+    clear error (its launch tables cannot be uploaded there), not a corrupt graph.
+    group_chunks (exp. 152): 20 groups, whose eager call runs its two chunks side by side and
+    whose captured call in stream order."""
     from nvfp4gemm.dispatch import custom_kernel
 
     if problem == "dual":
         data = R.generate_input(256, 512, 1024, 1, 4242, device="cuda")
         outs = [data[-1]]
+    elif problem == "group_chunks":
+        ms = [(37 * i) % 200 + 1 for i in range(20)]
+        data = R.generate_input(ms, [512] * 20, [1024] * 20, 20, 4244, device="cuda")
+        outs = [c for _, _, c in data[0]]
+        problem = "group"
     else:
         data = R.generate_input([40, 200], [512, 512], [1024, 1024], 2, 4242, device="cuda")
         outs = [c for _, _, c in data[0]]
@@ -395,6 +402,31 @@ def test_grouped_skinny(shape):
     grouped kernel; poisoned C and scale padding, two calls."""
     _skip_sm100("sm_100a grouped has no skinny kernel")
     _run_group_pick(shape, lambda cfg: cfg.skinny, 20)
+
+
+# Exp. 152: more groups than one launch takes (configs.GROUPS_PER_LAUNCH) run as several launches.
+_MANY_GROUPS = [
+    # 20 groups, every M_g <= 16: two skinny chunks of 10
+    tuple((1 + (5 * i) % 16, 2048, 1024) for i in range(20)),
+    # 32 groups of one shape: two chunks of 16 with one signature (one template, two address sets)
+    tuple((96, 2048, 1024) for _ in range(32)),
+    # 37 groups, M_g 1-300 (skinny-sized and larger), two (N_g, K_g): chunks of 12 / 12 / 13
+    tuple((1 + (67 * i) % 300, 1024 if i % 3 else 2048, 2048 if i % 2 else 1024) for i in range(37)),
+]
+
+
+@pytest.mark.parametrize("streams", [True, False], ids=["side_by_side", "stream_order"])
+@pytest.mark.parametrize("shape", _MANY_GROUPS, ids=lambda s: f"g{len(s)}")
+def test_grouped_more_groups_than_a_launch(shape, streams, monkeypatch):
+    """Exp. 152: an input of more than GROUPS_PER_LAUNCH groups, chunked by the dispatcher, the
+    chunks on forked streams (default) or in stream order (`_run`: poisoned outputs and scale
+    padding, fresh tensors, a bit-exact repeat)."""
+    from nvfp4gemm import dispatch
+
+    monkeypatch.setattr(dispatch, "CHUNK_STREAMS", streams)
+    assert len(shape) > configs.GROUPS_PER_LAUNCH
+    ms, ns, ks = (list(x) for x in zip(*shape))
+    _run(R.generate_input(ms, ns, ks, len(shape), 152 + len(shape), device="cuda", poison_padding=True), "group")
 
 
 def test_grouped_poisoned_padding_and_tiny_m():

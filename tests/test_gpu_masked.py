@@ -135,6 +135,48 @@ def test_masked_skinny():
     assert gemm.cfg.skinny and gemm.cfg.masked and len(gemm.configs) == 1, gemm.cfg.short()
 
 
+@pytest.mark.parametrize("caps,n,k", [
+    ([16, 7, 12, 16] * 6, 2048, 1024),  # 24 groups, skinny: 12 + 12
+    ([64, 128, 256, 96, 200] * 8, 1024, 2048),  # 40 groups, mixed form: 12 + 12 + 16
+], ids=["g24_skinny", "g40_mixed"])
+@pytest.mark.parametrize("streams", [True, False], ids=["side_by_side", "stream_order"])
+def test_masked_more_groups_than_a_launch(caps, n, k, streams, monkeypatch):
+    """Exp. 152: more groups than one launch takes -- one object per range of groups (boundaries at
+    multiples of 4 groups), each reading its slice of the counts, on forked streams (default) or
+    in stream order; int32 in place, int64 and strided int32 through the copy (`_masked_calls`)."""
+    from nvfp4gemm import masked
+
+    _sm90_only()
+    monkeypatch.setattr(masked, "CHUNK_STREAMS", streams)
+    g = len(caps)
+    rnd = random.Random(152 + g)
+    sets = [[0] * g, caps, [rnd.randint(0, c) for c in caps], [rnd.randint(-2, c + 3) for c in caps]]
+    gemm, data, ref = _masked_calls(caps, n, k, sets, 1520 + g)
+    assert gemm.chunks is not None and [s.groups for s in gemm.chunks] == [hi - lo for lo, hi in gemm._ranges]
+    assert all(lo % 4 == 0 for lo, _hi in gemm._ranges) and gemm._ranges[-1][1] == g
+    # a CUDA graph of a call (the chunks' fork and joins captured) replays with new counts
+    saved = _scales_of(data)
+    counts_dev = torch.tensor(caps, dtype=torch.int32, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        gemm(counts_dev)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gemm(counts_dev)
+    for raw in ([rnd.randint(0, c) for c in caps], [0] * g):
+        counts = _effective(raw, caps)
+        _restore(data, saved)
+        _poison_a_scales(data, counts)
+        _prepare(data, counts)
+        counts_dev.copy_(torch.tensor(raw, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        _check(data, ref, gemm.outputs, counts, f"graph replay, counts {raw}")
+    _restore(data, saved)
+
+
 def test_masked_graph_replay():
     """A torch.cuda.graph of the call replays with the counts the tensor holds at replay time;
     then custom_kernel on the same buffers (full capacity) and a masked call again, both correct
