@@ -428,7 +428,7 @@ def _moe_case(structure, max_m: int, gpu: str, timer: Timer) -> dict:
             ok, msg = R.check_implementation(x, o)
             if not ok or any(bool(torch.isnan(c).any()) for c in o):
                 bad.append(f"round {r} call {i}: {msg[:100]}")
-            cfgs.add(dispatch._entry_of(x)[0].cfg.short())
+            cfgs.update(c.short() for c in dispatch.configs_of(x))
         flops.append(sum(2 * int(sz[0]) * n * k for x in inputs for sz in x[3]) / len(inputs))
         calls = [baselines("group", x, gpu)["cuBLAS fp16 pre-decoded"] for x in inputs]
         base.append(ranked_time(lambda f: f(), calls, timer.flush, repeats=1)[0])

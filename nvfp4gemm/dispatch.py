@@ -799,6 +799,18 @@ def _in_chunks(data) -> bool:
         return False
 
 
+def configs_of(data) -> list:
+    """The config of each launch `custom_kernel(data)` makes (several for more than
+    GROUPS_PER_LAUNCH groups, one per chunk), validating the input as a call would; launches
+    nothing (benchmarks report them)."""
+    with _LOCK:
+        if _in_chunks(data):
+            abc, sfs, sfs_p, sizes = data
+            subs = [(abc[lo:hi], sfs[lo:hi], sfs_p[lo:hi], sizes[lo:hi]) for lo, hi in configs.group_chunks(len(sizes))]
+            return [_entry_of(sub, remember=False)[0].cfg for sub in subs]
+        return [_entry_of(data)[0].cfg]
+
+
 # Exp. 152: recent inputs of more than GROUPS_PER_LAUNCH groups, by id: (weak references to their
 # used tensors, their problem sizes, each chunk's (entry, addresses)) -- as `_LAST` for one launch:
 # the same input object called again skips each chunk's lookup (which costs a new input's host

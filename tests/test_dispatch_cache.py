@@ -1127,3 +1127,22 @@ def test_more_groups_than_a_launch_run_in_chunks(monkeypatch):
     with pytest.raises(InputError, match="group 20"):
         dispatch.custom_kernel(bad_sizes)
     assert calls["launch"] == 15
+
+
+def test_configs_of_reports_each_launch(monkeypatch):
+    """`configs_of` (benchmarks' report): one config per launch, a chunked input's per chunk."""
+    _cpu_dispatcher(monkeypatch, "validate_group", collections.Counter(), lambda *a: None,
+                    types.SimpleNamespace(runtime_args=lambda d, c, s: ()))
+    import configs
+
+    def rule(shape):
+        return configs.select_config("group", "sm_90a", tuple(shape), dynamic_m=False)
+
+    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device, dynamic_m=None: (
+        "sm_90a", rule(shape), types.SimpleNamespace(fn=lambda *a: None),
+        types.SimpleNamespace(runtime_args=lambda d, c, s: ())))
+    few = R.generate_input([40, 90], [128, 128], [256, 256], 2, 1, device="cpu")
+    many = R.generate_input([40] * 10 + [8] * 10, [128] * 20, [256] * 20, 20, 1, device="cpu")
+    assert dispatch.configs_of(few) == [rule([(40, 128, 256), (90, 128, 256)])]
+    assert dispatch.configs_of(many) == [rule([(40, 128, 256)] * 10), rule([(8, 128, 256)] * 10)]
+    assert rule([(40, 128, 256)] * 10) != rule([(8, 128, 256)] * 10)  # (the skinny kernel for M_g 8)
