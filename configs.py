@@ -24,6 +24,16 @@ from dataclasses import dataclass, replace
 # K elements per pipeline stage (one "k-block"): 4 NVFP4 MMA instructions of K=64 on
 # sm_100a; 128 bytes of packed e2m1 per row, i.e. one 128-byte swizzle atom.
 K_BLOCK = 256
+# Groups of one grouped launch: every grouped kernel's table (sm_90a: 16 rows of pointers and
+# sizes, written from one launch's parameters; sm_100a: 16 groups of TMA descriptors) and its
+# group search (an unrolled scan) are sized for this.  An input of more groups runs as several
+# launches of at most this many (`group_chunks`; exp. 152), except where one launch of the
+# masked skinny kernel with a wide table takes them (`table_groups`, exp. 153).
+GROUPS_PER_LAUNCH = 16
+# Exp. 153: the masked grouped skinny kernel's wide table (MaskedGroupedGemm, every capacity <= 16
+# rows): up to this many groups in one launch, its table uploaded once (not written from launch
+# parameters) and each CTA's group read from a per-CTA map (no scan over the groups).
+WIDE_TABLE_GROUPS = 256
 SF_VEC = 16  # e2m1 elements per e4m3 scale factor (NVFP4)
 
 ARCHS = ("sm_100a", "sm_90a")
@@ -95,6 +105,9 @@ class KernelConfig:
     # (MaskedGroupedGemm launches the masked skinny kernel, whose tile holds this many A rows,
     # beside it for them; it skips the others: exps. 147-150); 0 = every group
     masked_above: int = 0
+    # rows of the group table one launch reads (GROUPS_PER_LAUNCH); WIDE_TABLE_GROUPS: the masked
+    # grouped skinny kernel's wide table (exp. 153), its CTAs' groups from a per-CTA map
+    table_groups: int = 16
 
     @property
     def gemms(self) -> int:
@@ -110,7 +123,8 @@ class KernelConfig:
         m, n = self.mma_tile_mn
         s = f"{m}x{n} cg{self.cta_group} cl{self.cluster_mn[0]}x{self.cluster_mn[1]} ab{self.ab_stages} acc{self.acc_stages}"
         if self.skinny:
-            return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}" + (" masked" if self.masked else "")
+            return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}" + (" masked" if self.masked else "") + \
+                (f" g{self.table_groups}" if self.table_groups != GROUPS_PER_LAUNCH else "")
         if self.a_prepass:
             form = {(128, 128): " narrow", (192, 128): " wg3", (128, 256): " wide", (128, 192): " wide192"} \
                 if self.problem == "dual" else {}
@@ -283,6 +297,10 @@ def check_config(cfg: KernelConfig) -> list[str]:
     if cfg.masked and not (cfg.arch == "sm_90a" and cfg.problem == "group" and (cfg.device_schedule or cfg.skinny)):
         errs.append("masked (M_g read from a counts tensor) needs the sm_90a grouped device schedule "
                     "(device_schedule) or skinny kernel")
+    if cfg.table_groups != GROUPS_PER_LAUNCH and not (cfg.table_groups == WIDE_TABLE_GROUPS and cfg.skinny
+                                                     and cfg.masked and cfg.arch == "sm_90a"):
+        errs.append(f"table_groups {cfg.table_groups}: {GROUPS_PER_LAUNCH}, or {WIDE_TABLE_GROUPS} for the sm_90a "
+                    "masked grouped skinny kernel (its wide table)")
     if cfg.masked_above and not (cfg.masked and cfg.device_schedule and 0 < cfg.masked_above <= SKINNY_MAX_M):
         errs.append(f"masked_above {cfg.masked_above}: the masked device schedule's small groups, 1 to "
                     f"SKINNY_MAX_M ({SKINNY_MAX_M}) rows, left to the masked skinny kernel")
@@ -371,33 +389,28 @@ def _mixed_narrow_ok(cfg: KernelConfig) -> bool:
             and (cfg.cluster_mn == (1, 1) or (form in (((192, 128), 3), ((128, 256), 2)) and cfg.cluster_mn == (2, 1))))
 
 
-# Groups of one grouped launch: every grouped kernel's table (sm_90a: 16 rows of pointers and
-# sizes, written from one launch's parameters; sm_100a: 16 groups of TMA descriptors) and its
-# group search (an unrolled scan) are sized for this.  An input of more groups runs as several
-# launches of at most this many, in stream order (`group_chunks`; exp. 152).
-GROUPS_PER_LAUNCH = 16
-
-
-def group_chunks(groups: int, align: int = 1) -> list[tuple[int, int]]:
-    """[lo, hi) ranges of consecutive groups, each of at most GROUPS_PER_LAUNCH, as few as that
-    allows and as even in size as `align` (which divides GROUPS_PER_LAUNCH) lets them be: every
+def group_chunks(groups: int, align: int = 1, per_launch: int = GROUPS_PER_LAUNCH) -> list[tuple[int, int]]:
+    """[lo, hi) ranges of consecutive groups, each of at most `per_launch`, as few as that
+    allows and as even in size as `align` (which divides `per_launch`) lets them be: every
     boundary but the last is a multiple of `align` (MaskedGroupedGemm: 4 int32 counts = 16
     bytes, so each range's counts stay 16-byte aligned)."""
-    if groups < 1 or GROUPS_PER_LAUNCH % align:
-        raise ValueError(f"group_chunks({groups}, align={align})")
+    if groups < 1 or per_launch % align:
+        raise ValueError(f"group_chunks({groups}, align={align}, per_launch={per_launch})")
     units = -(-groups // align)
-    per = GROUPS_PER_LAUNCH // align
+    per = per_launch // align
     n = -(-units // per)
     return [(units * i // n * align, min(units * (i + 1) // n * align, groups)) for i in range(n)]
 
 
-def check_shape(problem: str, shape, arch: str | None = None, launch: bool = True) -> list[str]:
+def check_shape(problem: str, shape, arch: str | None = None, launch: bool = True,
+                max_groups: int = GROUPS_PER_LAUNCH) -> list[str]:
     """Shape constraints the kernels rely on: those of both architectures (arch None, what
     `validate` checks before the GPU is known), plus the named arch's own.  Dual M is ragged
     on sm_90a (TMA zero-fills A rows past M and clips C's; rows never mix); the sm_100a
     dual kernel has only run as far as the compiler (no B200), and keeps the leaderboard's
-    M % 128 == 0.  Grouped: at most GROUPS_PER_LAUNCH groups where `launch` (one kernel's);
-    an input (launch False) may have any number, run in chunks."""
+    M % 128 == 0.  Grouped: at most `max_groups` groups where `launch` (one kernel's:
+    GROUPS_PER_LAUNCH, or the config's table_groups); an input (launch False) may have any
+    number, run in chunks."""
     errs = []
     if problem == "dual":
         m, n, k, l = shape
@@ -413,8 +426,8 @@ def check_shape(problem: str, shape, arch: str | None = None, launch: bool = Tru
         if l < 1:
             errs.append(f"L={l} must be >= 1")
     else:
-        if len(shape) < 1 or (launch and len(shape) > GROUPS_PER_LAUNCH):
-            errs.append(f"{len(shape)} groups: 1 to {GROUPS_PER_LAUNCH} per launch supported"
+        if len(shape) < 1 or (launch and len(shape) > max_groups):
+            errs.append(f"{len(shape)} groups: 1 to {max_groups} per launch supported"
                         if launch else f"{len(shape)} groups: at least 1 needed")
         for g, (m, n, k) in enumerate(shape):
             for name, v in (("M", m), ("N", n), ("K", k)):
@@ -2127,7 +2140,9 @@ def sm90_group_masked_picks(shape, expected_m=None, small=None) -> tuple:
     the mixed form on the side stream instead (exp. 150), counts <= 16 0.63-0.75x, 1-64
     1.08-1.16x, 1-256 1.03-1.04x, 17-256 1.01-1.04x."""
     if group_skinny_ok(shape):
-        return (replace(sm90_group_skinny(shape), masked=True),)
+        # (more groups than one launch's table: the wide table, up to WIDE_TABLE_GROUPS; exp. 153)
+        wide = WIDE_TABLE_GROUPS if len(shape) > GROUPS_PER_LAUNCH else GROUPS_PER_LAUNCH
+        return (replace(sm90_group_skinny(shape), masked=True, table_groups=wide),)
     shape_m = shape
     if expected_m is not None:
         if len(expected_m) != len(shape):

@@ -36,6 +36,13 @@ first go through one device copy into an int32 buffer of the object's own); no h
 table depends on the counts.  One object's calls run in stream order on its own table and
 workspaces: calls of one object on two streams at once race.  A CUDA graph of a call reads the
 counts tensor it captured.
+
+More groups than one launch's table (16): where every capacity <= 16 rows, one launch of the
+skinny kernel's wide table takes up to 256 groups (exp. 153: H100, 128-256 experts 0.78-0.99x
+the GPU time of exp. 152's chunks and ~10 us of host per call instead of 85-160); otherwise, and
+beyond 256, one object per range of groups (exp. 152: `configs.group_chunks`, boundaries at
+multiples of 4 groups so each range's counts stay 16-byte aligned), side by side on streams
+forked from the caller's and joined back (`CHUNK_STREAMS`), each reading its slice of the counts.
 """
 
 from __future__ import annotations
@@ -83,11 +90,14 @@ class MaskedGroupedGemm:
         self._counts32 = torch.zeros(self.groups, dtype=torch.int32, device=self.device)
         self.chunks = None
         self._side = None  # (side streams: the split's mixed form, exps. 148, 150; or chunks, exp. 152)
-        if self.groups > configs.GROUPS_PER_LAUNCH:
+        # groups one launch takes: the masked skinny kernel's wide table where every capacity fits
+        # its tile (exp. 153), else GROUPS_PER_LAUNCH
+        per_launch = configs.WIDE_TABLE_GROUPS if configs.group_skinny_ok(shape) else configs.GROUPS_PER_LAUNCH
+        if self.groups > per_launch:
             # more groups than one launch's table (exp. 152): one object per range of at most
-            # GROUPS_PER_LAUNCH groups, each boundary at a multiple of 4 groups so that every
-            # range's int32 counts stay 16-byte aligned; called in stream order
-            self._ranges = configs.group_chunks(self.groups, align=4)
+            # that many groups, each boundary at a multiple of 4 groups so that every range's
+            # int32 counts stay 16-byte aligned
+            self._ranges = configs.group_chunks(self.groups, align=4, per_launch=per_launch)
             self.chunks = [MaskedGroupedGemm(tuple(x[lo:hi] for x in data),
                                              None if expected_m is None else expected_m[lo:hi], small)
                            for lo, hi in self._ranges]
@@ -111,7 +121,9 @@ class MaskedGroupedGemm:
 
         # the group table (argument 0 of every kernel here): a private copy, since the modules
         # cache tables by their entries
-        self.table = group_table(self.device, table_entries(data))
+        self.table = group_table(self.device, table_entries(data), cfgs[0].table_groups)
+        if any(c.table_groups != cfgs[0].table_groups for c in cfgs):
+            raise RuntimeError(f"launches of one table with tables of other sizes: {[c.short() for c in cfgs]}")
         self._kernels = []  # (compiled function, arguments, index of the stream argument)
         self._counts_args = []  # every launch's counts argument (COUNTS_ARG)
         for cfg in cfgs:

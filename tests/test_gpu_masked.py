@@ -135,25 +135,33 @@ def test_masked_skinny():
     assert gemm.cfg.skinny and gemm.cfg.masked and len(gemm.configs) == 1, gemm.cfg.short()
 
 
-@pytest.mark.parametrize("caps,n,k", [
-    ([16, 7, 12, 16] * 6, 2048, 1024),  # 24 groups, skinny: 12 + 12
-    ([64, 128, 256, 96, 200] * 8, 1024, 2048),  # 40 groups, mixed form: 12 + 12 + 16
-], ids=["g24_skinny", "g40_mixed"])
+@pytest.mark.parametrize("caps,n,k,launches", [
+    ([16, 7, 12, 16] * 6, 2048, 1024, 1),  # 24 groups, skinny: one launch of the wide table (exp. 153)
+    ([64, 128, 256, 96, 200] * 8, 1024, 2048, 3),  # 40 groups, mixed form: 12 + 12 + 16 (exp. 152)
+    ([16, 5, 9, 16] * 65, 256, 512, 2),  # 260 groups, skinny: two wide-table launches, 128 + 132
+], ids=["g24_skinny_wide", "g40_mixed", "g260_skinny_wide"])
 @pytest.mark.parametrize("streams", [True, False], ids=["side_by_side", "stream_order"])
-def test_masked_more_groups_than_a_launch(caps, n, k, streams, monkeypatch):
-    """Exp. 152: more groups than one launch takes -- one object per range of groups (boundaries at
+def test_masked_more_groups_than_a_launch(caps, n, k, launches, streams, monkeypatch):
+    """More groups than one launch's table: the masked skinny kernel's wide table (exp. 153: up to
+    256 groups in one launch), else one object per range of groups (exp. 152: boundaries at
     multiples of 4 groups), each reading its slice of the counts, on forked streams (default) or
     in stream order; int32 in place, int64 and strided int32 through the copy (`_masked_calls`)."""
     from nvfp4gemm import masked
 
     _sm90_only()
-    monkeypatch.setattr(masked, "CHUNK_STREAMS", streams)
     g = len(caps)
+    if launches == 1 and not streams:
+        pytest.skip("one launch: no streams to choose")
+    monkeypatch.setattr(masked, "CHUNK_STREAMS", streams)
     rnd = random.Random(152 + g)
     sets = [[0] * g, caps, [rnd.randint(0, c) for c in caps], [rnd.randint(-2, c + 3) for c in caps]]
     gemm, data, ref = _masked_calls(caps, n, k, sets, 1520 + g)
-    assert gemm.chunks is not None and [s.groups for s in gemm.chunks] == [hi - lo for lo, hi in gemm._ranges]
-    assert all(lo % 4 == 0 for lo, _hi in gemm._ranges) and gemm._ranges[-1][1] == g
+    assert len(gemm.configs) == launches, [c.short() for c in gemm.configs]
+    if launches == 1:
+        assert gemm.chunks is None and gemm.cfg.table_groups == 256 and gemm.cfg.skinny
+    else:
+        assert [s.groups for s in gemm.chunks] == [hi - lo for lo, hi in gemm._ranges]
+        assert all(lo % 4 == 0 for lo, _hi in gemm._ranges) and gemm._ranges[-1][1] == g
     # a CUDA graph of a call (the chunks' fork and joins captured) replays with new counts
     saved = _scales_of(data)
     counts_dev = torch.tensor(caps, dtype=torch.int32, device="cuda")

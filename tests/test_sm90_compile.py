@@ -9,6 +9,7 @@ that configs.sm90_smem_bytes / sm90_acc_registers match what they allocate.  Dis
 configs are compiled once (the kernels take shapes at run time).
 """
 
+import dataclasses
 import re
 from dataclasses import replace
 
@@ -163,6 +164,9 @@ SKINNY_CASES = [("dual", c) for c in SM90_SKINNY] + [("group", c) for c in SM90_
 # exp. 146: the grouped kernel's masked form (MaskedGroupedGemm) in the configs its rule picks
 SKINNY_CASES += [("group", c) for c in sorted({configs.sm90_group_masked_picks(((m, n, 7168),), small=True)[0]
                                                for m in (1, 16, 256) for n in (256, 8192)}, key=lambda c: c.short())]
+# exp. 153: its wide table (more than 16 groups in one launch)
+SKINNY_CASES += [("group", c) for c in sorted({configs.sm90_group_masked_picks(((m, n, 7168),) * 40)[0]
+                                               for m in (1, 16) for n in (256, 8192)}, key=lambda c: c.short())]
 
 
 @pytest.mark.parametrize("problem,cfg", SKINNY_CASES, ids=[f"{p}-{c.short()}" for p, c in SKINNY_CASES])
@@ -755,3 +759,29 @@ def test_grouped_mixed192_rule():
         assert configs.select_config("group", "sm_90a", shape) != g192, shape
     with pytest.raises(ValueError, match="N=4096 must be a multiple of 192"):
         Sm90GroupedMixedKernel.can_implement(g192, ((128, 4096, 7168),))
+
+
+def test_group_skinny_wide_table():
+    """Exp. 153: the masked skinny kernel's wide table takes 17 to WIDE_TABLE_GROUPS groups in one
+    launch (the plain table 16); its per-CTA map lists every block of every group in order, as
+    the prefix sums would."""
+    from nvfp4gemm.sm90 import grouped_skinny
+
+    wide = configs.sm90_group_masked_picks(((16, 4096, 7168),) * 40)[0]
+    plain = configs.sm90_group_masked_picks(((16, 4096, 7168),) * 16)[0]
+    assert wide.table_groups == configs.WIDE_TABLE_GROUPS and plain.table_groups == configs.GROUPS_PER_LAUNCH
+    assert "g256" in wide.short() and "g" not in plain.short().split("masked")[1]
+    cls = harness.kernel_module("group", "sm_90a", wide)[1]
+    cls.can_implement(wide, ((16, 512, 256),) * configs.WIDE_TABLE_GROUPS)
+    with pytest.raises(ValueError, match=f"{configs.WIDE_TABLE_GROUPS + 1} groups"):
+        cls.can_implement(wide, ((16, 512, 256),) * (configs.WIDE_TABLE_GROUPS + 1))
+    with pytest.raises(ValueError, match="17 groups"):
+        cls.can_implement(plain, ((16, 512, 256),) * 17)
+    assert configs.check_config(dataclasses.replace(plain, table_groups=64))
+    assert configs.check_config(dataclasses.replace(configs.sm90_group_mixed_dynamic(masked=True), table_groups=256))
+    shapes = [(3, 64, 256), (9, 32, 512), (16, 96, 256)]
+    cfg = dataclasses.replace(wide, mma_tile_mn=(32, 16))
+    m = grouped_skinny.wide_cta_map(cfg, shapes)
+    offs = [0, 2, 3, 6]
+    assert [(x >> 16, x & 0xFFFF) for x in m] == [(g, b) for g in range(3) for b in range(offs[g + 1] - offs[g])]
+

@@ -58,10 +58,11 @@ MAX_GROUPS = 16
 META_FIELDS = 8  # a, b, c, sfa_perm, sfb_perm, M, N, K (int64 each)
 
 
-def group_meta_tensor(meta_ptr):
+def group_meta_tensor(meta_ptr, groups: int = MAX_GROUPS):
     """(16, 8) int64 group table of the grouped sm_90a kernels: a, b, c, sfa_perm, sfb_perm,
-    M, N, K per group (`grouped_tables` writes it)."""
-    return cute.make_tensor(meta_ptr, cute.make_layout((MAX_GROUPS, META_FIELDS), stride=(META_FIELDS, 1)))
+    M, N, K per group (`grouped_tables` writes it); `groups` rows for the masked skinny
+    kernel's wide table (config.table_groups, exp. 153)."""
+    return cute.make_tensor(meta_ptr, cute.make_layout((groups, META_FIELDS), stride=(META_FIELDS, 1)))
 
 
 @cute.jit
@@ -514,12 +515,12 @@ def pointer_table(dev, vals: tuple):
     return lru_lookup(_METAS, vals + (dev.index,), lambda: group_table(dev, vals), META_ENTRIES)[0]
 
 
-def group_table(dev, vals: tuple):
-    """A new device group table of `table_entries` values, zero-padded to MAX_GROUPS rows (int64;
+def group_table(dev, vals: tuple, groups: int = MAX_GROUPS):
+    """A new device group table of `table_entries` values, zero-padded to `groups` rows (int64;
     uncached: MaskedGroupedGemm's table is its own)."""
     import torch
 
-    return device_tables(dev, (vals + (0,) * (MAX_GROUPS * META_FIELDS - len(vals)), torch.int64))[0]
+    return device_tables(dev, (vals + (0,) * (groups * META_FIELDS - len(vals)), torch.int64))[0]
 
 
 def own_table_target(device):

@@ -21,8 +21,15 @@ So does a CTA whose group has more rows than the tile's A rows: where capacities
 MaskedGroupedGemm launches the device-scheduled form beside this kernel for those groups (its
 `masked_above`, exps. 147-148), and this kernel computes only the groups of 1..tile N rows.
 
-Constraints (can_implement): config.skinny, 1..16 groups, every M_g <= tile N (8 or 16),
-N_g % tile M == 0, K_g % 256 == 0, L == 1.
+Wide table (masked form with config.table_groups = WIDE_TABLE_GROUPS, exp. 153): up to 256
+groups in one launch.  The table has that many rows (uploaded once by MaskedGroupedGemm, not
+written from launch parameters), and the prefix-sum argument points instead at a per-CTA map,
+(g << 16) | block, built on the host (`wide_tables`): one load per CTA, where a scan over 256
+prefix sums would cost 256.
+
+Constraints (can_implement): config.skinny, 1..16 groups (the wide table: 1..256), every M_g <=
+tile N (8 or 16), N_g % tile M == 0 (N_g / tile M < 65536 with the wide table), K_g % 256 == 0,
+L == 1.
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ class Sm90GroupedSkinnyKernel(Sm90SkinnyCore):
     @staticmethod
     def can_implement(config: KernelConfig, shapes) -> None:
         Sm90SkinnyCore.check_problem(config, "group", shapes)
+        if config.table_groups > MAX_GROUPS and max(n // config.mma_tile_mn[0] for _m, n, _k in shapes) >= 1 << 16:
+            raise ValueError(f"N_g / {config.mma_tile_mn[0]} must be below 65536 with the wide table (its CTA map)")
 
     @cute.jit
     def __call__(
@@ -112,15 +121,17 @@ class Sm90GroupedSkinnyMaskedKernel(Sm90GroupedSkinnyKernel):
     @cute.jit
     def __call__(
         self,
-        meta_ptr: cute.Pointer,  # (16, 8) int64 group table, M_g = the capacities
-        offs_ptr: cute.Pointer,  # (17,) int32 prefix sums of N_g / R
+        meta_ptr: cute.Pointer,  # (16, 8) int64 group table, M_g = the capacities (wide: (256, 8))
+        offs_ptr: cute.Pointer,  # (17,) int32 prefix sums of N_g / R (wide: (ctas,) int32 CTA map)
         counts_ptr: cute.Pointer,  # (G,) int32 counts (grouped_gemm.COUNTS_ARG; only entries of real groups are read)
         ctas: Int32,  # sum_g N_g / R
         stream: cuda.CUstream,
     ):
-        meta = group_meta_tensor(meta_ptr)  # (16, 8) int64 group table
-        offs = cute.make_tensor(offs_ptr, cute.make_layout(MAX_GROUPS + 1))
-        counts = cute.make_tensor(counts_ptr, cute.make_layout(MAX_GROUPS))
+        groups = self.config.table_groups
+        meta = group_meta_tensor(meta_ptr, groups)  # (groups, 8) int64 group table
+        # (17,) prefix sums, or the wide table's (ctas,) map of (g << 16) | block
+        offs = cute.make_tensor(offs_ptr, cute.make_layout(MAX_GROUPS + 1 if groups == MAX_GROUPS else ctas))
+        counts = cute.make_tensor(counts_ptr, cute.make_layout(groups))
         self.kernel_masked(meta, offs, counts).launch(grid=[ctas, 1, 1], block=[self.threads, 1, 1], stream=stream)
 
     @cute.kernel
@@ -129,13 +140,19 @@ class Sm90GroupedSkinnyMaskedKernel(Sm90GroupedSkinnyKernel):
         bx, _, _ = cute.arch.block_idx()
         warp = cute.arch.make_warp_uniform(tidx // 32)
         lane = tidx % 32
-        g = group_of(bx, offs)
+        if cutlass.const_expr(self.config.table_groups == MAX_GROUPS):
+            g = group_of(bx, offs)
+            blk = bx - offs[g]
+        else:  # (the wide table's CTA map: one load, exp. 153)
+            gb = Int32(offs[bx])
+            g = gb >> 16
+            blk = gb & 0xFFFF
         mg = cutlass.min(cutlass.max(Int32(counts[g]), 0), Int32(meta[(g, 5)]))
         # (CTA-uniform: a group with no rows, or with more than the tile's A rows (the device-
         # scheduled form's, exp. 147), reads and writes nothing here)
         if mg > 0:
             if mg <= self.tokens:
-                self.run_cta(meta, g, bx - offs[g], mg, tidx, warp, lane)
+                self.run_cta(meta, g, blk, mg, tidx, warp, lane)
 
 
 def kernel_class(config: KernelConfig):
@@ -179,7 +196,7 @@ def runtime_args(data, config: KernelConfig, stream, keep=None) -> tuple:
     it."""
     from cutlass.cute.runtime import make_ptr
 
-    tables = grouped_tables(config, data)
+    tables = wide_tables(config, data) if config.table_groups > MAX_GROUPS else grouped_tables(config, data)
     if keep is not None:
         keep.append(tables)
     meta_t, offs_t, _ws, _cnt, items, _full, _splits, _ctas = tables
@@ -190,3 +207,30 @@ def runtime_args(data, config: KernelConfig, stream, keep=None) -> tuple:
         if config.masked else ()
     return (make_ptr(cutlass.Int64, meta_t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16), offs,
             *counts, Int32(items), stream)
+
+
+def wide_cta_map(config: KernelConfig, shapes) -> list:
+    """The wide table's per-CTA map (exp. 153): CTA i runs block (map[i] & 0xFFFF) of group
+    map[i] >> 16, blocks of R = tile M rows of B_g, groups in order (as the prefix sums would)."""
+    rows = config.mma_tile_mn[0]
+    return [(g << 16) | b for g, (_m, n, _k) in enumerate(shapes) for b in range(n // rows)]
+
+
+def wide_tables(config: KernelConfig, data) -> tuple:
+    """`grouped_tables`' tuple for the wide table (exp. 153): the group table padded to
+    config.table_groups rows and the CTA map in the prefix sums' place (cached the same way)."""
+    import torch
+
+    from nvfp4gemm.sm90.grouped_gemm import META_FIELDS, cached_launch_tables, group_table_rows
+    from nvfp4gemm.sm90.common import device_tables
+
+    rows, shapes = group_table_rows(data)
+
+    def build():
+        meta = rows + [[0] * META_FIELDS] * (config.table_groups - len(rows))
+        cta_map = wide_cta_map(config, shapes)
+        meta_t, map_t = device_tables(data[0][0][2].device, (meta, torch.int64), (cta_map, torch.int32))
+        return meta_t, map_t, None, None, len(cta_map), len(cta_map), 1, len(cta_map)
+
+    return cached_launch_tables((config,) + tuple(tuple(r) for r in rows), build)
+

@@ -83,7 +83,7 @@ class Sm90SkinnyCore:
     def check_problem(config: KernelConfig, problem: str, shape) -> None:
         """can_implement of both skinny kernels: the config, the shared shape rules, and each
         M (dual) / M_g within the A rows held and N / N_g a multiple of the B rows per CTA."""
-        errs = check_config(config) + check_shape(problem, shape, "sm_90a")
+        errs = check_config(config) + check_shape(problem, shape, "sm_90a", max_groups=config.table_groups)
         if not config.skinny:
             errs.append("not a skinny config")
         else:
