@@ -135,12 +135,15 @@ def test_masked_skinny():
     assert gemm.cfg.skinny and gemm.cfg.masked and len(gemm.configs) == 1, gemm.cfg.short()
 
 
-@pytest.mark.parametrize("caps,n,k,launches", [
-    ([16, 7, 12, 16] * 6, 2048, 1024, 1),  # 24 groups, skinny: one launch of the wide table (exp. 153)
-    ([64, 128, 256, 96, 200] * 8, 1024, 2048, 3),  # 40 groups, mixed form: 12 + 12 + 16 (exp. 152)
-    ([16, 5, 9, 16] * 65, 256, 512, 2),  # 260 groups, skinny: two wide-table launches, 128 + 132
-], ids=["g24_skinny_wide", "g40_mixed", "g260_skinny_wide"])
-@pytest.mark.parametrize("streams", [True, False], ids=["side_by_side", "stream_order"])
+_WIDE_24 = ([16, 7, 12, 16] * 6, 2048, 1024, 1)  # 24 groups, skinny: one launch of the wide table (exp. 153)
+_MIXED_40 = ([64, 128, 256, 96, 200] * 8, 1024, 2048, 3)  # 40 groups, mixed form: 12 + 12 + 16 (exp. 152)
+_WIDE_260 = ([16, 5, 9, 16] * 65, 256, 512, 2)  # 260 groups, skinny: two wide-table launches, 128 + 132
+
+
+@pytest.mark.parametrize("caps,n,k,launches,streams", [
+    (*_WIDE_24, True), (*_MIXED_40, True), (*_MIXED_40, False), (*_WIDE_260, True), (*_WIDE_260, False),
+], ids=["g24_skinny_wide", "g40_mixed-side_by_side", "g40_mixed-stream_order", "g260_skinny_wide-side_by_side",
+        "g260_skinny_wide-stream_order"])
 def test_masked_more_groups_than_a_launch(caps, n, k, launches, streams, monkeypatch):
     """More groups than one launch's table: the masked skinny kernel's wide table (exp. 153: up to
     256 groups in one launch), else one object per range of groups (exp. 152: boundaries at
@@ -150,8 +153,6 @@ def test_masked_more_groups_than_a_launch(caps, n, k, launches, streams, monkeyp
 
     _sm90_only()
     g = len(caps)
-    if launches == 1 and not streams:
-        pytest.skip("one launch: no streams to choose")
     monkeypatch.setattr(masked, "CHUNK_STREAMS", streams)
     rnd = random.Random(152 + g)
     sets = [[0] * g, caps, [rnd.randint(0, c) for c in caps], [rnd.randint(-2, c + 3) for c in caps]]
