@@ -1823,11 +1823,20 @@ def sm90_group_skinny(shape) -> KernelConfig:
     M 3 / 16, N 1024, K 7168 12.7 (16x16 ab3; ab2 15.3, 32 rows 14.1).  Exp. 151 (H100,
     2026-11-26, MaskedGroupedGemm at capacity 8 / 16, 13 shapes): 2 warps instead of 4 for the
     32-row tiles, 0.84-0.96x at K 1024-3072, 0.97x at K 4096, 0.99-1.0x at K 7168, 1.02x on
-    one small launch (g4 N2048 K2048, 8.7 us); not run on an H200."""
+    one small launch (g4 N2048 K2048, 8.7 us); not run on an H200.  Exp. 154 (H100, 2026-11-26,
+    MaskedGroupedGemm at capacity 8 / 16, counts from 1, 16 shapes of 8-256 groups): 1 warp and 2
+    stages for the 32-row tiles where every K_g <= 2048 -- 0.83-0.975x at K 768-2048 (e.g. 256
+    experts of N 2048 K 768: 128 -> 106 us; g8 N7168 K2048 38.0 -> 34.5), while at K 7168 it ran
+    1.007-1.03x (K 4096 not measured: 2 warps kept); not run on an H200."""
     tn = 8 if max(m for m, _, _ in shape) <= 8 else 16
     tm = 32 if sum(n // 32 for _, n, _ in shape) >= SM_COUNT["sm_90a"] else 16
+    if tm == 32 and max(k for _, _, k in shape) <= SKINNY_ONE_WARP_MAX_K:
+        return KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=1, ab_stages=2)
     return KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=2 if tm == 32 else 4,
                         ab_stages=2 if (tm, tn) == (32, 16) else 3)
+
+
+SKINNY_ONE_WARP_MAX_K = 2048  # exp. 154: the grouped skinny rule's 1-warp CTAs up to this K_g
 
 
 def swap_mma_n(m: int) -> int:

@@ -20,7 +20,8 @@ SM90_SKINNY = sorted({configs.select_config("dual", "sm_90a", (m, 4096, 7168, 1)
                      key=lambda c: c.short())
 # The sm_90a skinny grouped kernel (every M_g <= 16): the rule's four configs (16 / 32 rows x
 # 8 / 16 A rows) plus other warp counts and ring depths.
-SM90_GROUP_SKINNY = sorted({configs.sm90_group_skinny(((m, n, 7168),)) for m in (1, 16) for n in (256, 8192)}
+SM90_GROUP_SKINNY = sorted({configs.sm90_group_skinny(((m, n, k),)) for m in (1, 16) for n in (256, 8192)
+                            for k in (2048, 7168)}  # (exp. 154: the rule's 1-warp CTAs at K <= 2048)
                            | {configs.KernelConfig("group", "sm_90a", t, skinny=True, k_warps=w, ab_stages=s)
                               for t in ((16, 8), (32, 16)) for w, s in ((1, 2), (8, 3), (2, 6))},
                            key=lambda c: c.short())

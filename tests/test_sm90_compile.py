@@ -197,7 +197,7 @@ def test_skinny_compiles_mma_sync_no_spills(problem, cfg, tmp_path):
                                      configs.sm90_dual_skinny((16, 4096, 7168, 1))):
         # the rule's configs: <= 128 registers, so 4 CTAs of 4 warps fit an SM's registers
         assert ck.registers <= 128, ck.registers
-    if problem == "group" and cfg.k_warps in (2, 4):  # the rule's warp counts: <= 128 registers
+    if problem == "group" and cfg.k_warps in (1, 2, 4):  # the rule's warp counts: <= 128 registers
         assert ck.registers <= 128, ck.registers
 
 
@@ -216,6 +216,10 @@ def test_group_skinny_rule_and_can_implement():
         Sm90GroupedSkinnyKernel.can_implement(cfg, shape)
         assert configs.grouped_tile_offsets(cfg, shape)[-1] == sum(n // tile[0] for _, n, _ in shape)
     assert not configs.select_config("group", "sm_90a", ((16, 4096, 7168), (17, 4096, 7168))).skinny
+    # warps splitting K in 32-row CTAs: 1 up to K_g 2048 (exp. 154), else 2 (exp. 151)
+    for k, kw in ((768, 1), (2048, 1), (2304, 2), (7168, 2)):
+        assert configs.sm90_group_skinny(((8, 4096, k),) * 8).k_warps == kw, k
+    assert configs.sm90_group_skinny(((8, 4096, 2048), (8, 4096, 7168))).k_warps == 2  # (the largest K_g)
     cfg = configs.sm90_group_skinny(((8, 4096, 7168),) * 8)
     with pytest.raises(ValueError, match="group 1: M=9 exceeds the skinny tile's 8 A rows"):
         Sm90GroupedSkinnyKernel.can_implement(cfg, ((8, 4096, 7168), (9, 4096, 7168)))
