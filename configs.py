@@ -1824,7 +1824,7 @@ def sm90_group_skinny(shape) -> KernelConfig:
     2026-11-26, MaskedGroupedGemm at capacity 8 / 16, 13 shapes): 2 warps instead of 4 for the
     32-row tiles, 0.84-0.96x at K 1024-3072, 0.97x at K 4096, 0.99-1.0x at K 7168, 1.02x on
     one small launch (g4 N2048 K2048, 8.7 us); not run on an H200.  Exp. 154 (H100, 2026-11-26,
-    MaskedGroupedGemm at capacity 8 / 16, counts from 1, 16 shapes of 8-256 groups): 1 warp and 2
+    MaskedGroupedGemm at capacity 8 / 16, counts from 1, 12 cases of 8-256 groups): 1 warp and 2
     stages for the 32-row tiles where every K_g <= 2048 -- 0.83-0.975x at K 768-2048 (e.g. 256
     experts of N 2048 K 768: 128 -> 106 us; g8 N7168 K2048 38.0 -> 34.5), while at K 7168 it ran
     1.007-1.03x (K 4096 not measured: 2 warps kept); not run on an H200."""
