@@ -820,8 +820,9 @@ _CHUNKED: OrderedDict = OrderedDict()
 
 def _grouped_in_chunks(data):
     """A grouped input of more than GROUPS_PER_LAUNCH groups (exp. 152): the launches of
-    `configs.group_chunks`' ranges, in stream order, each through the path of any grouped input
-    of that many groups (its own signature, plan and template).  Every chunk is validated (or
+    `configs.group_chunks`' ranges, side by side (`CHUNK_STREAMS`) or in stream order, each
+    through the path of any grouped input of that many groups (its own signature, plan and
+    template).  Every chunk is validated (or
     found) before the first launch, so bad input raises before anything is written; an error
     in a chunk is re-raised by validating the whole input, which names the group by its index
     in the input."""
@@ -907,7 +908,7 @@ def _launch_side_by_side(device, subs, resolved) -> None:
     fork.record(cur)
     for (side, _join), sub, (entry, flat, ptrs) in zip(sides, subs[1:], resolved[1:]):
         side.wait_event(fork)
-        _launch(entry, sub, flat, ptrs, side.cuda_stream)
+        _launch(entry, sub, flat, ptrs, side.cuda_stream, side)
     entry, flat, ptrs = resolved[0]
     _launch(entry, subs[0], flat, ptrs)
     for (side, join), _sub in zip(sides, subs[1:]):
@@ -915,7 +916,11 @@ def _launch_side_by_side(device, subs, resolved) -> None:
         cur.wait_event(join)
 
 
-def _launch(entry, data, flat, ptrs, handle=None) -> None:
+def _launch(entry, data, flat, ptrs, handle=None, side=None) -> None:
+    """Launch `entry`'s kernel on `data` on the current stream, or on `handle`'s; `side`: the
+    torch stream of `handle` when it is not the current one (exp. 152's side-by-side chunks), so
+    that whatever the launch allocates or uploads first (a new template's workspaces and tables;
+    the per-call tables of the pointer-table path) is made on the stream that reads it."""
     if handle is None:  # (the current stream)
         handle = _stream_handle(entry.device)
     if entry.templated:
@@ -923,7 +928,8 @@ def _launch(entry, data, flat, ptrs, handle=None) -> None:
         tpl = templates.get(handle)
         key = (id(templates), handle)
         if tpl is None or (tpl.fits is not None and not tpl.fits(entry.cfg, tpl.args, data)):
-            tpl = templates[handle] = _Template(entry, data, flat, handle, ptrs)
+            with torch.cuda.stream(side) if side is not None else nullcontext():
+                tpl = templates[handle] = _Template(entry, data, flat, handle, ptrs)
             _TEMPLATES[key] = templates
             _TEMPLATES.move_to_end(key)
             while len(_TEMPLATES) > TEMPLATE_ENTRIES:
@@ -931,7 +937,14 @@ def _launch(entry, data, flat, ptrs, handle=None) -> None:
                 old.pop(h, None)
         else:
             _TEMPLATES.move_to_end(key)
-        tpl(data, flat, ptrs)
+        if side is not None and tpl.writer is None and tpl.slots is None:
+            with torch.cuda.stream(side):  # (pointer tables uploaded per new address set)
+                tpl(data, flat, ptrs)
+        else:
+            tpl(data, flat, ptrs)
+    elif side is not None:
+        with torch.cuda.stream(side):
+            _launch(entry, data, flat, ptrs, handle)
     else:  # arguments built on every call
         if _capturing():  # (the workspaces the caller's graph points into are kept: `_PINNED`)
             keep = []
