@@ -107,7 +107,7 @@ class KernelConfig:
     masked_above: int = 0
     # rows of the group table one launch reads (GROUPS_PER_LAUNCH); WIDE_TABLE_GROUPS: the masked
     # grouped skinny kernel's wide table (exp. 153), its CTAs' groups from a per-CTA map
-    table_groups: int = 16
+    table_groups: int = GROUPS_PER_LAUNCH
 
     @property
     def gemms(self) -> int:
