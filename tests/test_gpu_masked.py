@@ -165,6 +165,14 @@ def test_masked_more_groups_than_a_launch(caps, n, k, launches, streams, monkeyp
         assert all(lo % 4 == 0 for lo, _hi in gemm._ranges) and gemm._ranges[-1][1] == g
     # a CUDA graph of a call (the chunks' fork and joins captured) replays with new counts
     saved = _scales_of(data)
+    graph, counts_dev = _captured(gemm, caps)
+    _replays_checked(graph, counts_dev, data, ref, saved, gemm, caps, ([rnd.randint(0, c) for c in caps], [0] * g))
+    _restore(data, saved)
+
+
+def _captured(gemm, caps):
+    """(a CUDA graph of one call of `gemm`, the int32 counts tensor it reads): an eager warm-up
+    call off the default stream first, as torch's docs ask."""
     counts_dev = torch.tensor(caps, dtype=torch.int32, device="cuda")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -174,7 +182,13 @@ def test_masked_more_groups_than_a_launch(caps, n, k, launches, streams, monkeyp
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         gemm(counts_dev)
-    for raw in ([rnd.randint(0, c) for c in caps], [0] * g):
+    return graph, counts_dev
+
+
+def _replays_checked(graph, counts_dev, data, ref, saved, gemm, caps, raw_sets):
+    """Replay `graph` once per counts set (written into `counts_dev`), each into poisoned
+    outputs and A scales past the counts, and check every group's rows."""
+    for raw in raw_sets:
         counts = _effective(raw, caps)
         _restore(data, saved)
         _poison_a_scales(data, counts)
@@ -183,7 +197,6 @@ def test_masked_more_groups_than_a_launch(caps, n, k, launches, streams, monkeyp
         graph.replay()
         torch.cuda.synchronize()
         _check(data, ref, gemm.outputs, counts, f"graph replay, counts {raw}")
-    _restore(data, saved)
 
 
 def test_masked_graph_replay():
@@ -200,26 +213,11 @@ def test_masked_graph_replay():
     saved = _scales_of(data)
     gemm = MaskedGroupedGemm(data, expected_m=[8] * 8)  # (two launches in the graph: skinny, mixed)
     assert len(gemm.configs) == 2
-    counts_dev = torch.tensor(caps, dtype=torch.int32, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # (warm-up off the default stream, as torch's docs ask)
-        gemm(counts_dev)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        gemm(counts_dev)
+    graph, counts_dev = _captured(gemm, caps)
     rnd = random.Random(1442)
-    for raw in ([0] * 8, [rnd.randint(0, c) for c in caps], [c + 1 for c in caps], [rnd.randint(0, 16) for c in caps],
-                [rnd.randint(0, c) for c in caps]):
-        counts = _effective(raw, caps)
-        _restore(data, saved)
-        _poison_a_scales(data, counts)
-        _prepare(data, counts)
-        counts_dev.copy_(torch.tensor(raw, dtype=torch.int32))
-        graph.replay()
-        torch.cuda.synchronize()
-        _check(data, ref, gemm.outputs, counts, f"graph replay, counts {raw}")
+    _replays_checked(graph, counts_dev, data, ref, saved, gemm, caps,
+                     ([0] * 8, [rnd.randint(0, c) for c in caps], [c + 1 for c in caps],
+                      [rnd.randint(0, 16) for c in caps], [rnd.randint(0, c) for c in caps]))
     _restore(data, saved)
     _prepare(data, caps)
     out = custom_kernel(data)
