@@ -1146,3 +1146,88 @@ def test_configs_of_reports_each_launch(monkeypatch):
     assert dispatch.configs_of(few) == [rule([(40, 128, 256), (90, 128, 256)])]
     assert dispatch.configs_of(many) == [rule([(40, 128, 256)] * 10), rule([(8, 128, 256)] * 10)]
     assert rule([(40, 128, 256)] * 10) != rule([(8, 128, 256)] * 10)  # (the skinny kernel for M_g 8)
+
+
+def test_side_by_side_chunks_fork_and_join(monkeypatch):
+    """Exp. 152, the chunks side by side (`CHUNK_STREAMS`), with stand-in streams and events: the
+    fork is recorded on the caller's stream before any side stream waits on it; chunk i > 0
+    launches on side stream i - 1 after that wait, with the side stream current while its launch
+    builds what it uploads (a first-call race the review found: uploads went to the caller's
+    stream, unordered with the side kernel); chunk 0 launches on the caller's stream; every side
+    stream's join is recorded after its launch and waited on by the caller's stream.  Inside a
+    capture the chunks run in stream order on the caller's stream."""
+    import contextlib
+    import itertools
+
+    import configs
+
+    log = []
+    ids = itertools.count(1)
+    current = []
+
+    class Stream:
+        def __init__(self, device=None, name=None):
+            self.name = name or f"side{next(ids)}"
+            self.cuda_stream = 1000 + len(self.name) * 7 + sum(map(ord, self.name))
+
+        def wait_event(self, ev):
+            log.append(("wait", self.name, ev.n))
+
+    class Event:
+        def __init__(self):
+            self.n = next(ids)
+
+        def record(self, stream):
+            log.append(("record", stream.name, self.n))
+
+    cur = Stream(name="caller")
+    current.append(cur)
+
+    @contextlib.contextmanager
+    def stream_ctx(s):
+        current.append(s)
+        try:
+            yield
+        finally:
+            current.pop()
+
+    calls = collections.Counter()
+
+    def runtime_args(d, cfg, stream, keep=None):
+        log.append(("launch", current[-1].name, int(stream), d[3][0][0]))
+        return ()
+
+    _cpu_dispatcher(monkeypatch, "validate_group", calls, lambda *a: None, types.SimpleNamespace(runtime_args=runtime_args))
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "stream", stream_ctx)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current[-1])
+    monkeypatch.setattr(dispatch, "CHUNK_STREAMS", True)
+    monkeypatch.setattr(dispatch, "_CHUNK_SIDE", {})
+    g = 40
+    ms = [i + 1 for i in range(g)]  # (each chunk's first M_g names it in the log)
+    d = R.generate_input(ms, [64] * g, [256] * g, g, 7, device="cpu")
+    ranges = configs.group_chunks(g)
+    assert len(ranges) == 3
+    dispatch.custom_kernel(d)
+    fork = log[0]
+    assert fork[:2] == ("record", "caller")
+    sides = []
+    i = 1
+    for lo, _hi in ranges[1:]:
+        wait, launch = log[i], log[i + 1]
+        assert wait[0] == "wait" and wait[2] == fork[2] and wait[1] != "caller"
+        # (on the side stream, and that stream current while it launches)
+        assert launch == ("launch", wait[1], Stream(name=wait[1]).cuda_stream, ms[lo])
+        sides.append(wait[1])
+        i += 2
+    assert log[i] == ("launch", "caller", cur.cuda_stream, ms[0])
+    joins = log[i + 1:]
+    assert len(joins) == 2 * len(sides)
+    for k, side in enumerate(sides):
+        rec, wait = joins[2 * k], joins[2 * k + 1]
+        assert rec[:2] == ("record", side) and wait == ("wait", "caller", rec[2])
+    log.clear()
+    monkeypatch.setattr(dispatch, "_capturing", lambda: True)
+    dispatch.custom_kernel(d)
+    assert log == [("launch", "caller", cur.cuda_stream, ms[lo]) for lo, _hi in ranges]
