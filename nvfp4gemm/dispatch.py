@@ -670,6 +670,8 @@ def _entry_of(data, remember: bool = True):
                 return entry, (data if sizes is None else None), ptrs
         except Exception:  # noqa: BLE001  (no pick, or not the input it was: the full path below)
             pass
+    if remember and _in_chunks(data):  # (after the recent-input check: the hot path does not pay it)
+        raise _ManyGroups
     try:
         problem, flat, sizes = _flatten(data)
     except (TypeError, ValueError):  # not even nested sequences: full validation names the problem
@@ -770,20 +772,26 @@ def _aligned_ptrs(entry, data, used) -> tuple:
 _LOCK = threading.Lock()
 
 
+class _ManyGroups(Exception):
+    """`_entry_of`'s answer to a grouped input of more than GROUPS_PER_LAUNCH groups, which
+    `custom_kernel` then runs in chunks (`_grouped_in_chunks`, exp. 152)."""
+
+
 def custom_kernel(data):
-    if _in_chunks(data):
-        return _grouped_in_chunks(data)
-    with _LOCK:
-        entry, flat, ptrs = _entry_of(data)
-        index = entry.device.index
-        if index is not None and index != _current_device():
-            # the DSL launches (and captures, and the templates allocate) in the current
-            # device's context: on another device's tensors a kernel wrote nothing and the next
-            # call faulted (exp. 133, two H100s); torch's own ops switch devices the same way
-            with torch.cuda.device(index):
+    try:
+        with _LOCK:
+            entry, flat, ptrs = _entry_of(data)
+            index = entry.device.index
+            if index is not None and index != _current_device():
+                # the DSL launches (and captures, and the templates allocate) in the current
+                # device's context: on another device's tensors a kernel wrote nothing and the next
+                # call faulted (exp. 133, two H100s); torch's own ops switch devices the same way
+                with torch.cuda.device(index):
+                    _launch(entry, data, flat, ptrs)
+            else:
                 _launch(entry, data, flat, ptrs)
-        else:
-            _launch(entry, data, flat, ptrs)
+    except _ManyGroups:
+        return _grouped_in_chunks(data)
     return data[-1] if entry.problem == "dual" else [grp[2] for grp in data[0]]
 
 
@@ -791,8 +799,8 @@ _current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.curre
 
 
 def _in_chunks(data) -> bool:
-    """Whether `data` is a grouped input of more groups than one launch takes (a cheap test on
-    the hot path: ~0.1 us; anything malformed is left to validation)."""
+    """Whether `data` is a grouped input of more groups than one launch takes (~0.1 us: made
+    only where a call is not a recent input's; anything malformed is left to validation)."""
     try:
         return len(data) == 4 and len(data[3]) > configs.GROUPS_PER_LAUNCH
     except TypeError:

@@ -110,8 +110,6 @@ from nvfp4gemm.sm90.grouped_gemm import (META_FIELDS, MAX_GROUPS, cached_launch_
 from nvfp4gemm.sm90.mixed import PREPASS_THREADS, Sm90MixedCommon
 
 SEG_FIELDS = 7  # g, nb, m0, kb0, kb1, s, ns (int32 each; configs.mixed_group_plan)
-# `runtime_args`' row-offset pointer (row0, argument grouped_gemm.COUNTS_ARG): the masked form's
-# int32 counts tensor (exp. 145; nvfp4gemm/masked.py points it at each call's counts)
 
 # Diagnostics only (session 34): with NVFP4_CTA_TRACE=1 in the environment when a kernel is
 # compiled, consumer thread 0 of each CTA writes %globaltimer (ns) to TRACE_SLOT_BYTES per CTA
