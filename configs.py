@@ -321,8 +321,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
         if used * cfg.occupancy > TMEM_COLUMNS:
             errs.append(f"TMEM: {used} columns x occupancy {cfg.occupancy} > {TMEM_COLUMNS}")
     elif cfg.skinny:
-        if tm not in (16, 32) or tn not in (8, 16):
-            errs.append(f"skinny tile {cfg.mma_tile_mn}: B rows 16 or 32, A rows 8 or 16")
+        if tm not in ((16, 32, 64) if cfg.problem == "group" else (16, 32)) or tn not in (8, 16):
+            errs.append(f"skinny tile {cfg.mma_tile_mn}: B rows 16 or 32 (grouped: also 64), A rows 8 or 16")
         if not 1 <= cfg.k_warps <= 16:
             errs.append(f"k_warps {cfg.k_warps} must be in [1, 16]")
         if not 2 <= cfg.ab_stages <= 8:
@@ -1827,16 +1827,26 @@ def sm90_group_skinny(shape) -> KernelConfig:
     MaskedGroupedGemm at capacity 8 / 16, counts from 1, 12 cases of 8-256 groups): 1 warp and 2
     stages for the 32-row tiles where every K_g <= 2048 -- 0.83-0.975x at K 768-2048 (e.g. 256
     experts of N 2048 K 768: 128 -> 106 us; g8 N7168 K2048 38.0 -> 34.5), while at K 7168 it ran
-    1.007-1.03x (K 4096 not measured: 2 warps kept); not run on an H200."""
+    1.007-1.03x (K 4096 not measured: 2 warps kept); not run on an H200.  Exp. 155 (H100,
+    2026-11-26, the same benchmark): 64 B rows per 1-warp CTA where the A tile has 16 rows, every
+    K_g <= 2048 and there are >= 3 such CTAs per SM -- the A rows' decode, a third of the 32-row
+    CTA's, is shared by twice the B rows: 0.92-0.985x on 7 cases (256 experts of N 2048 K 768:
+    107 -> 98 us); with 8 A rows 1.03-1.05x, at K 4096-7168 0.99-1.12x, and with 1.9 CTAs per
+    SM (g8 N2048 K2048) 1.33x, so those keep 32 rows; not run on an H200."""
     tn = 8 if max(m for m, _, _ in shape) <= 8 else 16
     tm = 32 if sum(n // 32 for _, n, _ in shape) >= SM_COUNT["sm_90a"] else 16
     if tm == 32 and max(k for _, _, k in shape) <= SKINNY_ONE_WARP_MAX_K:
+        if tn == 16 and sum(n // 64 for _, n, _ in shape) >= SKINNY_64_ROWS_MIN_CTAS_PER_SM * SM_COUNT["sm_90a"]:
+            tm = 64  # (exp. 155: one A decode per 64 B rows; N_g % 64 == 0 is a shape rule)
         return KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=1, ab_stages=2)
     return KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=2 if tm == 32 else 4,
                         ab_stages=2 if (tm, tn) == (32, 16) else 3)
 
 
 SKINNY_ONE_WARP_MAX_K = 2048  # exp. 154: the grouped skinny rule's 1-warp CTAs up to this K_g
+# Exp. 155: 64 B rows per 1-warp CTA (16 A rows) where there are at least this many such CTAs
+# per SM (H100: 3.9 per SM gained 3-3.5%, 1.9 lost 1.33x)
+SKINNY_64_ROWS_MIN_CTAS_PER_SM = 3
 
 
 def swap_mma_n(m: int) -> int:

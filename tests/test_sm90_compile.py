@@ -164,9 +164,11 @@ SKINNY_CASES = [("dual", c) for c in SM90_SKINNY] + [("group", c) for c in SM90_
 # exp. 146: the grouped kernel's masked form (MaskedGroupedGemm) in the configs its rule picks
 SKINNY_CASES += [("group", c) for c in sorted({configs.sm90_group_masked_picks(((m, n, 7168),), small=True)[0]
                                                for m in (1, 16, 256) for n in (256, 8192)}, key=lambda c: c.short())]
-# exp. 153: its wide table (more than 16 groups in one launch)
-SKINNY_CASES += [("group", c) for c in sorted({configs.sm90_group_masked_picks(((m, n, 7168),) * 40)[0]
-                                               for m in (1, 16) for n in (256, 8192)}, key=lambda c: c.short())]
+# exp. 153: its wide table (more than 16 groups in one launch); K 2048: the 1-warp CTAs, 64 rows
+# at 16 A rows (exps. 154-155)
+SKINNY_CASES += [("group", c) for c in sorted({configs.sm90_group_masked_picks(((m, n, k),) * 40)[0]
+                                               for m in (1, 16) for n in (256, 8192) for k in (2048, 7168)},
+                                              key=lambda c: c.short())]
 
 
 @pytest.mark.parametrize("problem,cfg", SKINNY_CASES, ids=[f"{p}-{c.short()}" for p, c in SKINNY_CASES])
@@ -198,18 +200,25 @@ def test_skinny_compiles_mma_sync_no_spills(problem, cfg, tmp_path):
         # the rule's configs: <= 128 registers, so 4 CTAs of 4 warps fit an SM's registers
         assert ck.registers <= 128, ck.registers
     if problem == "group" and cfg.k_warps in (1, 2, 4):  # the rule's warp counts: <= 128 registers
-        assert ck.registers <= 128, ck.registers
+        # (64-row CTAs, exp. 155: <= 168, so 12 one-warp CTAs fit an SM's registers)
+        assert ck.registers <= (168 if cfg.mma_tile_mn[0] == 64 else 128), ck.registers
 
 
 def test_group_skinny_rule_and_can_implement():
     """Every M_g <= 16: the skinny grouped kernel, 32 rows of B_g per CTA when that makes at
-    least a CTA per SM (sum N_g / 32 >= 132), else 16; A rows 8 / 16 by the largest M_g; one
-    CTA per tile of rows (the grouped tile offsets); the kernel names what it cannot do."""
+    least a CTA per SM (sum N_g / 32 >= 132), else 16, and 64 for 16 A rows at K_g <= 2048 with
+    >= 3 such CTAs per SM (exp. 155); A rows 8 / 16 by the largest M_g; one CTA per tile of rows
+    (the grouped tile offsets); the kernel names what it cannot do."""
     from nvfp4gemm.sm90.grouped_skinny import Sm90GroupedSkinnyKernel
 
     for shape, tile in ((((8, 4096, 7168),) * 8, (32, 8)), (((1, 256, 7168),), (16, 8)),
                         (((3, 1024, 7168), (16, 1024, 7168)), (16, 16)),
-                        (((1, 2048, 2048), (16, 4096, 512)), (32, 16))):
+                        (((1, 2048, 2048), (16, 4096, 512)), (32, 16)),
+                        # exp. 155: 64 rows from 3 x 132 = 396 such CTAs (K_g <= 2048, 16 A rows)
+                        (((16, 2048, 768),) * 13, (64, 16)), (((8, 2048, 768),) * 13, (32, 8)),
+                        (((16, 2048, 2048),) * 8, (32, 16)), (((16, 4096, 2048),) * 6 + ((9, 768, 1024),), (64, 16)),
+                        (((16, 4096, 2048),) * 6 + ((9, 704, 1024),), (32, 16)),
+                        (((16, 2048, 768),) * 12 + ((16, 2048, 2304),), (32, 16))):
         cfg = configs.select_config("group", "sm_90a", shape)
         assert cfg.skinny and cfg.mma_tile_mn == tile and configs.fits(cfg, shape), (shape, cfg.short())
         assert harness.kernel_module("group", "sm_90a", cfg)[1] is Sm90GroupedSkinnyKernel
@@ -248,6 +257,9 @@ def test_skinny_can_implement_names_constraint():
     bad = configs.KernelConfig("dual", "sm_90a", (64, 16), skinny=True, k_warps=17, ab_stages=1)
     errs = " ".join(configs.check_config(bad))
     assert "B rows 16 or 32" in errs and "k_warps 17" in errs and "ab_stages 1" in errs
+    # (64 B rows: grouped only, exp. 155)
+    assert not configs.check_config(configs.KernelConfig("group", "sm_90a", (64, 16), skinny=True, k_warps=1))
+    assert "B rows" in " ".join(configs.check_config(configs.KernelConfig("group", "sm_90a", (128, 16), skinny=True)))
     assert "skinny" in " ".join(configs.check_config(configs.KernelConfig(
         "dual", "sm_100a", (128, 128), skinny=True)))
 

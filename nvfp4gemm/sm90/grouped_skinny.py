@@ -4,7 +4,7 @@ shared memory).
 
 The loads, decode and main loop are `skinny.Sm90SkinnyCore` (shared with the dual skinny
 kernel; its docstring has the work split, the cp.async rings and the K order).  One CTA per
-R = tile M (16 or 32) consecutive rows of one group's B_g, with all M_g rows of A_g: block
+R = tile M (16, 32 or 64) consecutive rows of one group's B_g, with all M_g rows of A_g: block
 b -> group g by the prefix sums of N_g / R (the group table's scan, as grouped_gemm.py), so
 every B_g row is read and decoded exactly once and the launch has sum_g N_g / R CTAs (not
 persistent: with ~4 resident CTAs per SM the hardware balances groups of unequal K).

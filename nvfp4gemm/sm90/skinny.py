@@ -9,7 +9,8 @@ decodes its own operands straight into m16n8k16 fragments (B rows on the MMA's M
 few A rows on its N side), holds only 4-32 fp32 accumulators, and so as many warps fit per
 SM as the decode registers allow; every B row is read and decoded exactly once.
 
-Work split: a CTA owns R = tile M (16 or 32: one or two m16 row groups) consecutive rows of
+Work split: a CTA owns R = tile M (16, 32 or, grouped only, 64: one, two or four m16 row
+groups; exp. 155) consecutive rows of
 each of its `num_b` B matrices (dual: B1 and B2; grouped: B_g) and all M (<= tile N, 8 or
 16) rows of A; its W = k_warps warps split K into 128-code chunks, warp w taking the
 contiguous chunks [w C / W, (w + 1) C / W), C = K / 128.  Per chunk lane (g = lane / 4,
