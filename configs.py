@@ -1800,9 +1800,18 @@ def sm90_dual_skinny(shape) -> KernelConfig:
     1x4096x7168 26.4 -> 19.8 us, 8x1024x4096 17.1 -> 9.8, 1x28672x8192 138.8 -> 99.4,
     1x14336x4096 40.8 -> 35.7, 16x4096x7168 26.5 -> 23.2, 16x28672x8192 139.6 -> 117.1.
     Stages: 3 cp.async stages for 8 A rows, 2 for 16 (more shared memory per CTA costs
-    resident CTAs; ab2 measured 3-6% faster than ab3 for the 16-row tile)."""
+    resident CTAs; ab2 measured 3-6% faster than ab3 for the 16-row tile).  Exp. 156 (H100,
+    2026-11-26, 23 shapes re-swept after the word decode): with 16 A rows and K <= 4096, 2
+    warps and 3 stages -- 0.874-1.009x on 11 shapes of N 2048-28672, K 1024-4096 (e.g.
+    16x12288x3072 34.4 -> 30.1 us, 16x7168x2048 18.1 -> 16.1); at K 7168-8192 it ran
+    0.97-1.09x, and with 8 A rows 1.05-1.25x, so those keep 4 warps; not run on an H200."""
     tn = 8 if shape[0] <= 8 else 16
+    if tn == 16 and shape[2] <= SKINNY_DUAL_TWO_WARP_MAX_K:
+        return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=2, ab_stages=3)
     return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=4, ab_stages=3 if tn == 8 else 2)
+
+
+SKINNY_DUAL_TWO_WARP_MAX_K = 4096  # exp. 156: the dual skinny rule's 2-warp CTAs (16 A rows) up to this K
 
 
 def group_skinny_ok(shape) -> bool:
