@@ -1804,14 +1804,27 @@ def sm90_dual_skinny(shape) -> KernelConfig:
     2026-11-26, 23 shapes re-swept after the word decode): with 16 A rows and K <= 4096, 2
     warps and 3 stages -- 0.874-1.009x on 11 shapes of N 2048-28672, K 1024-4096 (e.g.
     16x12288x3072 34.4 -> 30.1 us, 16x7168x2048 18.1 -> 16.1); at K 7168-8192 it ran
-    0.97-1.09x, and with 8 A rows 1.05-1.25x, so those keep 4 warps; not run on an H200."""
-    tn = 8 if shape[0] <= 8 else 16
-    if tn == 16 and shape[2] <= SKINNY_DUAL_TWO_WARP_MAX_K:
-        return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=2, ab_stages=3)
+    0.97-1.09x, and with 8 A rows 1.05-1.25x, so those keep 4 warps; not run on an H200.
+    Exp. 159 (H100, 2026-11-26): with 16 A rows, where the 4-warp CTAs (4 per SM: 123
+    registers) would need a second wave and 2-warp ones with 2 stages (8 per SM) fit in one
+    -- 528 < N / 16 x L <= 1056 -- 2 warps and 2 stages, at any K: 0.85-0.95x exp. 156's rule on 13 shapes
+    (16x14336x4096 45.0 -> 39.6 us, 16x12288x8192 68.5 -> 58.1); at 512 and 528 CTAs it lost
+    (1.013-1.068x)."""
+    m, n, k, l = shape
+    tn = 8 if m <= 8 else 16
+    if tn == 16:
+        ctas = (n // 16) * l
+        if SKINNY_DUAL_CTAS_PER_SM[4] * SM_COUNT["sm_90a"] < ctas <= SKINNY_DUAL_CTAS_PER_SM[2] * SM_COUNT["sm_90a"]:
+            return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=2, ab_stages=2)
+        if k <= SKINNY_DUAL_TWO_WARP_MAX_K:
+            return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=2, ab_stages=3)
     return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=4, ab_stages=3 if tn == 8 else 2)
 
 
 SKINNY_DUAL_TWO_WARP_MAX_K = 4096  # exp. 156: the dual skinny rule's 2-warp CTAs (16 A rows) up to this K
+# Exp. 159: resident 16x16 dual skinny CTAs per SM by warps per CTA (2 stages; ptxas: 123 registers,
+# so 4 CTAs of 128 threads or 8 of 64 fill the 64K-register file)
+SKINNY_DUAL_CTAS_PER_SM = {4: 4, 2: 8}
 
 
 def group_skinny_ok(shape) -> bool:
