@@ -78,7 +78,7 @@ class KernelConfig:
     split_k: bool = False
     # sm_90a decode-sized M (nvfp4gemm/sm90/skinny.py: dual_skinny.py, grouped_skinny.py):
     # mma.sync warps decode B rows (dual: B1 and B2) and the few A rows straight into
-    # registers; mma_tile_mn = (B rows per CTA: 16 or 32, A rows held: 8 or 16), k_warps
+    # registers; mma_tile_mn = (B rows per CTA: 16 or 32, grouped also 64; A rows held: 8 or 16), k_warps
     # warps per CTA split K
     skinny: bool = False
     k_warps: int = 8
@@ -1794,7 +1794,8 @@ SKINNY_MAX_M = 16  # dual M / grouped max M_g up to this: the mma.sync kernels o
 
 def sm90_dual_skinny(shape) -> KernelConfig:
     """sm_90a dual GEMM for M <= 16 (nvfp4gemm/sm90/dual_skinny.py): 16 rows of B1 / B2 per
-    CTA, 4 warps splitting K, A rows held 8 (M <= 8) or 16.  Best or within 2% of best of
+    CTA, 4 warps splitting K (2 for 16 A rows at K <= 4096 or 529-1056 CTAs: exps. 156, 159),
+    A rows held 8 (M <= 8) or 16.  Exp. 42 (before the word decode): best or within 2% of best of
     the skinny variants timed (16 / 32 rows, 2 / 4 / 8 warps, 2-6 stages) on every shape;
     against the swap_ab kernel (H200, 2026-11-21, kernel-only, notes/sm90.md exp. 42):
     1x4096x7168 26.4 -> 19.8 us, 8x1024x4096 17.1 -> 9.8, 1x28672x8192 138.8 -> 99.4,
@@ -1836,7 +1837,8 @@ def group_skinny_ok(shape) -> bool:
 def sm90_group_skinny(shape) -> KernelConfig:
     """sm_90a grouped GEMM with every M_g <= 16 (MoE decode; nvfp4gemm/sm90/grouped_skinny.py):
     32 rows of B_g per CTA (two m16 row groups: the per-warp work of the dual kernel's 16 rows
-    of B1 and B2) when that still gives a CTA per SM, else 16; 2 warps (32 rows, exp. 151) or 4
+    of B1 and B2) when that still gives a CTA per SM, else 16, and 64 at short K with many CTAs
+    (exp. 155); 2 warps (32 rows, exp. 151; 1 at K_g <= 2048, exp. 154) or 4
     (16 rows) splitting K; A rows held 8 (every M_g <= 8) or 16; 3 cp.async stages, 2 for the
     32 x 16 tile.  H200 (4 warps),
     2026-11-21, kernel-only (notes/sm90.md exp. 43): g8 x M 1, N 4096, K 7168 55.8 us (16

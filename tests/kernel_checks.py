@@ -11,7 +11,7 @@ from nvfp4gemm import harness
 
 SMEM_LIMIT = 232448  # 227 KB per CTA on sm_100a
 
-# The sm_90a skinny (mma.sync) dual kernel for M <= 16: the rule's two configs plus the other
+# The sm_90a skinny (mma.sync) dual kernel for M <= 16: the rule's configs plus the other
 # tile shapes, warp counts and ring depths it accepts; compiled on CPU, run on a GPU.
 SM90_SKINNY = sorted({configs.select_config("dual", "sm_90a", (m, n, k, 1)) for m in (1, 16)
                       for n in (4096, 14336)  # (exp. 159: 2 warps, 2 stages at 529-1056 CTAs)

@@ -199,7 +199,7 @@ def test_skinny_compiles_mma_sync_no_spills(problem, cfg, tmp_path):
                                      configs.sm90_dual_skinny((16, 4096, 7168, 1)),
                                      configs.sm90_dual_skinny((16, 4096, 2048, 1)),
                                      configs.sm90_dual_skinny((16, 14336, 7168, 1))):
-        # the rule's configs: <= 128 registers, so 4 CTAs of 4 warps fit an SM's registers
+        # the rule's configs: <= 128 registers, so 4 CTAs of 4 warps (8 of 2) fit an SM's registers
         assert ck.registers <= 128, ck.registers
     if problem == "group" and cfg.k_warps in (1, 2, 4):  # the rule's warp counts: <= 128 registers
         # (64-row CTAs, exp. 155: <= 168, so 12 one-warp CTAs fit an SM's registers)
