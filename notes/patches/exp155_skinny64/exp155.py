@@ -1,5 +1,7 @@
-"""Exp. 155: 64 B rows per skinny CTA (four m16 row groups per warp) against the rule's 32, at
-short and long K, through MaskedGroupedGemm's wide table; 2 rounds, variants alternating."""
+"""Exps. 155 / 155b (`python3 exp155.py 155|155b`): 64 B rows per skinny CTA (four m16 row
+groups per warp) against the rule's 32, at short and long K, then at the rule's boundaries,
+through MaskedGroupedGemm's wide table; 2 rounds, variants alternating.  The two runs were
+copies of this script differing only in SETS' lists and the output name (merged afterwards)."""
 import dataclasses, json, os, sys, time
 sys.path.insert(0, "benchmarks")
 import torch
@@ -7,10 +9,17 @@ import timing as T
 import configs
 
 orig = configs.sm90_group_skinny
-# (B rows per CTA, k_warps, ab_stages); None = the rule
-VARIANTS = [None, (64, 1, 2), (64, 1, 3), (64, 2, 2)]
-CASES = [((128, 2048, 768), 16), ((128, 2048, 768), 8), ((256, 2048, 768), 16), ((128, 4096, 1024), 16),
-         ((128, 1536, 2048), 16), ((64, 7168, 2048), 16), ((32, 4096, 7168), 16), ((8, 4096, 1024), 16)]
+# (variants: (B rows per CTA, k_warps, ab_stages), None = the rule; cases: ((G, N, K), capacity))
+SETS = {
+    "155": ([None, (64, 1, 2), (64, 1, 3), (64, 2, 2)],
+            [((128, 2048, 768), 16), ((128, 2048, 768), 8), ((256, 2048, 768), 16), ((128, 4096, 1024), 16),
+             ((128, 1536, 2048), 16), ((64, 7168, 2048), 16), ((32, 4096, 7168), 16), ((8, 4096, 1024), 16)]),
+    "155b": ([None, (64, 1, 2), (64, 2, 2)],
+             [((4, 2048, 2048), 16), ((8, 2048, 2048), 16), ((8, 7168, 2048), 16), ((16, 2048, 768), 16),
+              ((32, 4096, 4096), 16), ((128, 1536, 2048), 8), ((8, 4096, 7168), 16), ((2, 2048, 768), 16)]),
+}
+WHICH = sys.argv[1] if len(sys.argv) > 1 else "155"
+VARIANTS, CASES = SETS[WHICH]
 out = {"device": torch.cuda.get_device_name(), "rows": []}
 timer = T.Timer(30)
 T.MOE_ROUNDS = 2
@@ -33,5 +42,5 @@ for rnd in range(2):
             torch.cuda.empty_cache()
 configs.sm90_group_skinny = orig
 os.makedirs(os.environ.get("OUT", "/tmp"), exist_ok=True)
-with open(os.path.join(os.environ.get("OUT", "/tmp"), "exp155.json"), "w") as f:
+with open(os.path.join(os.environ.get("OUT", "/tmp"), f"exp{WHICH}.json"), "w") as f:
     json.dump(out, f, indent=1, default=str)
