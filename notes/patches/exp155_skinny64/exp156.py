@@ -1,5 +1,5 @@
-"""Exps. 156, 156b, 157, 159: the dual skinny kernel's tile rows, warps and stages swept
-(`python3 exp156.py 156|156b|157|159`; exp. 158's line loads reuse `sweep`).  Exp. 42's sweep
+"""Exps. 156, 156b, 157, 159, 160: the dual skinny kernel's tile rows, warps and stages swept
+(`python3 exp156.py 156|156b|157|159|160`; exp. 158's line loads reuse `sweep`).  Exp. 42's sweep
 predates the word decode (exp. 45) and the grouped findings of exps. 151, 154-155.  Each config
 compiled once, timed per shape in alternating rounds (L2 flushed, median of 30), checked once per
 shape.  The four runs were separate copies of this script that differed only in SETS' lists and
@@ -27,6 +27,10 @@ SETS = {
     "159": ([(16, n, k) for n, k in ((10240, 4096), (16384, 2048), (11008, 4096), (8448, 7168), (9216, 7168),
                                      (13824, 5120), (8192, 4096), (16896, 6144), (12288, 8192), (14336, 4096))],
             [None, (16, 2, 2), (16, 2, 3), (16, 4, 2)]),
+    "160": ([(16, n, k) for n, k in ((18432, 7168), (20480, 4096), (21504, 7168), (24576, 8192), (28672, 8192),
+                                     (28672, 4096), (32768, 4096), (53248, 16384), (36864, 2048))]
+            + [(1, 53248, 16384), (8, 28672, 8192)],
+            [None, (32, 1, 2), (32, 1, 3), (32, 2, 2)]),
 }
 
 
