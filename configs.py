@@ -1854,7 +1854,7 @@ def sm90_group_skinny(shape) -> KernelConfig:
     1.007-1.03x (K 4096 not measured: 2 warps kept); not run on an H200.  Exp. 155 (H100,
     2026-11-26, the same benchmark): 64 B rows per 1-warp CTA where the A tile has 16 rows, every
     K_g <= 2048 and there are >= 3 such CTAs per SM -- the A rows' decode, a third of the 32-row
-    CTA's, is shared by twice the B rows: 0.92-0.985x on 7 cases (256 experts of N 2048 K 768:
+    CTA's, is shared by twice the B rows: 0.92-0.985x on 8 cases (256 experts of N 2048 K 768:
     107 -> 98 us); with 8 A rows 1.03-1.05x, at K 4096-7168 0.99-1.12x, and with 1.9 CTAs per
     SM (g8 N2048 K2048) 1.33x, so those keep 32 rows; not run on an H200."""
     tn = 8 if max(m for m, _, _ in shape) <= 8 else 16
