@@ -813,10 +813,15 @@ def configs_of(data) -> list:
     nothing (benchmarks report them)."""
     with _LOCK:
         if _in_chunks(data):
-            abc, sfs, sfs_p, sizes = data
-            subs = [(abc[lo:hi], sfs[lo:hi], sfs_p[lo:hi], sizes[lo:hi]) for lo, hi in configs.group_chunks(len(sizes))]
-            return [_entry_of(sub, remember=False)[0].cfg for sub in subs]
+            return [_entry_of(sub, remember=False)[0].cfg for sub in _chunk_inputs(data)[1]]
         return [_entry_of(data)[0].cfg]
+
+
+def _chunk_inputs(data) -> tuple:
+    """(`configs.group_chunks`' [lo, hi) ranges, the grouped sub-input of each range)."""
+    abc, sfs, sfs_p, sizes = data
+    ranges = configs.group_chunks(len(sizes))
+    return ranges, [(abc[lo:hi], sfs[lo:hi], sfs_p[lo:hi], sizes[lo:hi]) for lo, hi in ranges]
 
 
 # Exp. 152: recent inputs of more than GROUPS_PER_LAUNCH groups, by id: (weak references to their
@@ -835,9 +840,7 @@ def _grouped_in_chunks(data):
     in a chunk is re-raised by validating the whole input, which names the group by its index
     in the input."""
     try:
-        abc, sfs, sfs_p, sizes = data
-        ranges = configs.group_chunks(len(sizes))
-        subs = [(abc[lo:hi], sfs[lo:hi], sfs_p[lo:hi], sizes[lo:hi]) for lo, hi in ranges]
+        ranges, subs = _chunk_inputs(data)
     except (TypeError, ValueError):
         validate_group(data)  # (names what is malformed)
         raise
@@ -863,7 +866,7 @@ def _grouped_in_chunks(data):
             else:
                 for sub, (entry, flat, ptrs) in zip(subs, resolved):
                     _launch(entry, sub, flat, ptrs)
-    return [grp[2] for grp in abc]
+    return [grp[2] for grp in data[0]]
 
 
 def _chunks_seen(data):

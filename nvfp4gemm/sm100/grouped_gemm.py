@@ -65,7 +65,7 @@ from nvfp4gemm.scheduler import (
 from nvfp4gemm.sm100 import common
 from nvfp4gemm.sm100.common import Warp, device_max_active_clusters, max_active_clusters
 
-MAX_GROUPS = 16
+MAX_GROUPS = configs.GROUPS_PER_LAUNCH  # (groups of TMA descriptors per launch: one source, configs)
 
 
 class Desc(enum.IntEnum):

@@ -48,13 +48,13 @@ import cutlass.pipeline as pipeline
 import cutlass.utils as utils
 from cutlass import Int32, Int64
 
-from configs import K_BLOCK, KernelConfig
+from configs import GROUPS_PER_LAUNCH, K_BLOCK, KernelConfig
 from nvfp4gemm import scheduler
 from nvfp4gemm.cache import lru_lookup
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, Sm90Common, device_tables, sm_count
 
-MAX_GROUPS = 16
+MAX_GROUPS = GROUPS_PER_LAUNCH  # (the group table's rows: one source, configs)
 META_FIELDS = 8  # a, b, c, sfa_perm, sfb_perm, M, N, K (int64 each)
 
 
