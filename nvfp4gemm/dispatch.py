@@ -77,6 +77,7 @@ import configs
 from configs import select_config
 from nvfp4gemm import harness
 from nvfp4gemm.cache import lru_lookup, private_buffers
+from nvfp4gemm.side_streams import SideStreams
 from nvfp4gemm.validate import (InputError, arch_of_capability, group_rows_match, validate_device, validate_dual,
                                 validate_group)
 
@@ -905,26 +906,17 @@ def _remember_chunks(data, resolved) -> None:
 # Inside a caller's capture the chunks stay in stream order (a template sees a capture only on
 # the capturing stream).  False: stream order.
 CHUNK_STREAMS = True
-_CHUNK_SIDE: dict = {}  # device -> (fork event, [(side stream, join event)])
+_CHUNK_SIDE: dict = {}  # device -> SideStreams (side stream i - 1 takes chunk i)
 
 
 def _launch_side_by_side(device, subs, resolved) -> None:
-    fork, sides = _CHUNK_SIDE.get(device, (None, []))
-    if fork is None:
-        fork = torch.cuda.Event()
-    while len(sides) < len(subs) - 1:
-        sides.append((torch.cuda.Stream(device), torch.cuda.Event()))
-    _CHUNK_SIDE[device] = (fork, sides)
-    cur = torch.cuda.current_stream(device)
-    fork.record(cur)
-    for (side, _join), sub, (entry, flat, ptrs) in zip(sides, subs[1:], resolved[1:]):
-        side.wait_event(fork)
-        _launch(entry, sub, flat, ptrs, side.cuda_stream, side)
+    sides = _CHUNK_SIDE.get(device)
+    if sides is None:
+        sides = _CHUNK_SIDE[device] = SideStreams(device)
+    side_work = [lambda side, sub=sub, r=r: _launch(r[0], sub, r[1], r[2], side.cuda_stream, side)
+                 for sub, r in zip(subs[1:], resolved[1:])]
     entry, flat, ptrs = resolved[0]
-    _launch(entry, subs[0], flat, ptrs)
-    for (side, join), _sub in zip(sides, subs[1:]):
-        join.record(side)
-        cur.wait_event(join)
+    sides.run(torch.cuda.current_stream(device), side_work, lambda: _launch(entry, subs[0], flat, ptrs))
 
 
 def _launch(entry, data, flat, ptrs, handle=None, side=None) -> None:

@@ -53,6 +53,7 @@ from cuda.bindings.driver import CUstream
 import configs
 from nvfp4gemm.cache import private_buffers
 from nvfp4gemm.dispatch import PackedLaunch, _current_device, _stream_handle, compiled_for
+from nvfp4gemm.side_streams import SideStreams
 from nvfp4gemm.validate import InputError, arch_of_capability, validate_device, validate_group
 
 # Exp. 152: more than GROUPS_PER_LAUNCH groups run as one object per range of groups, side by side on
@@ -89,7 +90,7 @@ class MaskedGroupedGemm:
         # (counts the kernels cannot read in place are copied here first)
         self._counts32 = torch.zeros(self.groups, dtype=torch.int32, device=self.device)
         self.chunks = None
-        self._side = None  # (side streams: the split's mixed form, exps. 148, 150; or chunks, exp. 152)
+        self._sides = SideStreams(self.device)  # (the split's mixed form, exps. 148, 150; or chunks 1.., exp. 152)
         # groups one launch takes: the masked skinny kernel's wide table where every capacity fits
         # its tile (exp. 153), else GROUPS_PER_LAUNCH
         per_launch = configs.WIDE_TABLE_GROUPS if configs.group_skinny_ok(shape) else configs.GROUPS_PER_LAUNCH
@@ -185,17 +186,9 @@ class MaskedGroupedGemm:
             # more than GROUPS_PER_LAUNCH groups (exp. 152): each range's object on its counts
             cur = cur if cur is not None else torch.cuda.current_stream(self.device)
             if CHUNK_STREAMS:  # (the chunks side by side: range i > 0 on side stream i - 1)
-                if self._side is None:
-                    self._fork = torch.cuda.Event()
-                    self._side = [(torch.cuda.Stream(self.device), torch.cuda.Event()) for _ in self.chunks[1:]]
-                self._fork.record(cur)
-                for (side, _join), sub, (lo, _hi) in zip(self._side, self.chunks[1:], self._ranges[1:]):
-                    side.wait_event(self._fork)
-                    sub._enqueue_at(at + 4 * lo, side)
-                self.chunks[0]._enqueue_at(at, cur)
-                for side, join in self._side:
-                    join.record(side)
-                    cur.wait_event(join)
+                side_work = [lambda side, sub=sub, lo=lo: sub._enqueue_at(at + 4 * lo, side)
+                             for sub, (lo, _hi) in zip(self.chunks[1:], self._ranges[1:])]
+                self._sides.run(cur, side_work, lambda: self.chunks[0]._enqueue_at(at, cur))
             else:
                 for sub, (lo, _hi) in zip(self.chunks, self._ranges):
                     sub._enqueue_at(at + 4 * lo, cur)
@@ -210,14 +203,7 @@ class MaskedGroupedGemm:
             # stream order on decode-sized counts; exp. 150: this way round 0.98-1.0x the skinny
             # kernel on the side stream; a CUDA graph captures the fork and the join)
             cur = cur if cur is not None else torch.cuda.current_stream(self.device)
-            if self._side is None:
-                self._side = torch.cuda.Stream(self.device)
-                self._fork, self._join = torch.cuda.Event(), torch.cuda.Event()
-            self._fork.record(cur)
-            self._side.wait_event(self._fork)
-            self._launch_on(self._side.cuda_stream, 1)()
-            self._launch_on(cur.cuda_stream, 0)()
-            self._join.record(self._side)
-            cur.wait_event(self._join)
+            self._sides.run(cur, [lambda side: self._launch_on(side.cuda_stream, 1)()],
+                            lambda: self._launch_on(cur.cuda_stream, 0)())
         else:
             self._launch_on(_stream_handle(self.device) if cur is None else cur.cuda_stream, 0)()

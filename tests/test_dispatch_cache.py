@@ -1236,3 +1236,58 @@ def test_side_by_side_chunks_fork_and_join(monkeypatch):
     monkeypatch.setattr(dispatch, "_capturing", lambda: True)
     dispatch.custom_kernel(d)
     assert log == [("launch", "caller", cur.cuda_stream, ms[lo]) for lo, _hi in ranges]
+
+
+def test_side_streams_fork_then_join(monkeypatch):
+    """`SideStreams.run`, the one fork/join of the side-by-side launches (the dispatcher's chunks,
+    MaskedGroupedGemm's chunks and its skinny + mixed split), with stand-in streams and events:
+    the fork is recorded on the caller's stream before any side stream waits on it; each side's
+    work runs after its wait, on its own stream; the main work runs on the caller's stream after
+    every side's work was enqueued; each side's join is recorded after its work and waited on by
+    the caller's stream.  A later call with fewer sides reuses the first streams and joins only
+    those; one with more grows the set."""
+    from nvfp4gemm.side_streams import SideStreams
+
+    log = []
+    names = iter(f"side{i}" for i in range(10))
+
+    class Stream:
+        def __init__(self, device=None, name=None):
+            self.name = name or next(names)
+
+        def wait_event(self, ev):
+            log.append(("wait", self.name, ev.n))
+
+    class Event:
+        count = 0
+
+        def __init__(self):
+            Event.count += 1
+            self.n = Event.count
+
+        def record(self, stream):
+            log.append(("record", stream.name, self.n))
+
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    caller = Stream(name="caller")
+    sides = SideStreams("cuda:0")
+    for n_sides in (2, 1, 3):
+        log.clear()
+        work = [lambda s, i=i: log.append(("work", s.name, i)) for i in range(n_sides)]
+        sides.run(caller, work, lambda: log.append(("main", "caller")))
+        fork = log[0]
+        assert fork[:2] == ("record", "caller")
+        used = []
+        for i in range(n_sides):
+            wait, done = log[1 + 2 * i], log[2 + 2 * i]
+            assert wait[0] == "wait" and wait[2] == fork[2] and wait[1] != "caller"
+            assert done == ("work", wait[1], i)
+            used.append(wait[1])
+        assert used == [f"side{i}" for i in range(n_sides)]  # (first streams reused, in order)
+        assert log[1 + 2 * n_sides] == ("main", "caller")
+        joins = log[2 + 2 * n_sides:]
+        assert len(joins) == 2 * n_sides
+        for i, side in enumerate(used):
+            rec, wait = joins[2 * i], joins[2 * i + 1]
+            assert rec[:2] == ("record", side) and wait == ("wait", "caller", rec[2])
