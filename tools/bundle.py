@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LEADERBOARD = {"dual": "nvfp4_dual_gemm", "group": "nvfp4_group_gemm"}
 COMMON = ["configs.py", "nvfp4gemm/__init__.py", "nvfp4gemm/formats.py", "nvfp4gemm/validate.py",
           "nvfp4gemm/scheduler.py", "nvfp4gemm/epilogue.py", "nvfp4gemm/harness.py", "nvfp4gemm/cache.py",
-          "nvfp4gemm/dispatch.py", "nvfp4gemm/table_writer.py"]
+          "nvfp4gemm/dispatch.py", "nvfp4gemm/side_streams.py", "nvfp4gemm/table_writer.py"]
 
 
 def _all_kernels() -> list:
