@@ -1794,7 +1794,8 @@ SKINNY_MAX_M = 16  # dual M / grouped max M_g up to this: the mma.sync kernels o
 
 def sm90_dual_skinny(shape) -> KernelConfig:
     """sm_90a dual GEMM for M <= 16 (nvfp4gemm/sm90/dual_skinny.py): 16 rows of B1 / B2 per
-    CTA, 4 warps splitting K (2 for 16 A rows at K <= 4096 or 529-1056 CTAs: exps. 156, 159),
+    CTA, 4 warps splitting K (2 for 16 A rows at K <= 4096 or 529-1056 CTAs: exps. 156, 159;
+    4 with 3 stages for 16 A rows in one wave of at most one CTA per SM from K 2048: exp. 164),
     A rows held 8 (M <= 8) or 16.  Exp. 42 (before the word decode): best or within 2% of best of
     the skinny variants timed (16 / 32 rows, 2 / 4 / 8 warps, 2-6 stages) on every shape;
     against the swap_ab kernel (H200, 2026-11-21, kernel-only, notes/sm90.md exp. 42):
@@ -1810,11 +1811,19 @@ def sm90_dual_skinny(shape) -> KernelConfig:
     registers) would need a second wave and 2-warp ones with 2 stages (8 per SM) fit in one
     -- 528 < N / 16 x L <= 1056 -- 2 warps and 2 stages, at any K: 0.85-0.95x exp. 156's rule on 13 shapes
     (16x14336x4096 45.0 -> 39.6 us, 16x12288x8192 68.5 -> 58.1); at 512 and 528 CTAs it lost
-    (1.013-1.068x)."""
+    (1.013-1.068x).  Exp. 164 (H100, 2026-11-26): with 16 A rows, at most one CTA per SM
+    (N / 16 x L <= 132: one wave of few warps, each with a long serial chain of chunks; exp.
+    161 found these shapes load-latency-bound) and K >= 2048, 4 warps and 3 stages -- 0.76-0.95x
+    the picks before on 17 shapes of N 512-2048, K 2048-8192, M 9-16 (16x512x4096 13.1 -> 10.0
+    us, 16x896x4096 13.3 -> 10.1, 16x2048x7168 18.3 -> 16.2), 8 of them new shapes that checked
+    the term; 3 stages ran 0.92-1.02x 4 stages (faster on 15 of 17); at K 1536 4 warps lost
+    1.01-1.02x; with 8 A rows 4 stages lost on 7 of 9 one-wave shapes, so 8 A rows keep the rule."""
     m, n, k, l = shape
     tn = 8 if m <= 8 else 16
     if tn == 16:
         ctas = (n // 16) * l
+        if ctas <= SM_COUNT["sm_90a"] and k >= SKINNY_DUAL_ONE_WAVE_MIN_K:
+            return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=4, ab_stages=3)
         if SKINNY_DUAL_CTAS_PER_SM[4] * SM_COUNT["sm_90a"] < ctas <= SKINNY_DUAL_CTAS_PER_SM[2] * SM_COUNT["sm_90a"]:
             return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=2, ab_stages=2)
         if k <= SKINNY_DUAL_TWO_WARP_MAX_K:
@@ -1822,6 +1831,9 @@ def sm90_dual_skinny(shape) -> KernelConfig:
     return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=4, ab_stages=3 if tn == 8 else 2)
 
 
+# exp. 164: the dual skinny rule's one-wave term (16 A rows, <= one CTA per SM: 4 warps, 3 stages)
+# from this K (at K 1536, 3 chunks per warp, 4 warps lost 1.01-1.02x)
+SKINNY_DUAL_ONE_WAVE_MIN_K = 2048
 SKINNY_DUAL_TWO_WARP_MAX_K = 4096  # exp. 156: the dual skinny rule's 2-warp CTAs (16 A rows) up to this K
 # Exp. 159: resident 16x16 dual skinny CTAs per SM by warps per CTA (2 stages; ptxas: 123 registers,
 # so 4 CTAs of 128 threads or 8 of 64 fill the 64K-register file)

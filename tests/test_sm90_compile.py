@@ -198,7 +198,8 @@ def test_skinny_compiles_mma_sync_no_spills(problem, cfg, tmp_path):
     if problem == "dual" and cfg in (configs.sm90_dual_skinny((1, 4096, 7168, 1)),
                                      configs.sm90_dual_skinny((16, 4096, 7168, 1)),
                                      configs.sm90_dual_skinny((16, 4096, 2048, 1)),
-                                     configs.sm90_dual_skinny((16, 14336, 7168, 1))):
+                                     configs.sm90_dual_skinny((16, 14336, 7168, 1)),
+                                     configs.sm90_dual_skinny((16, 1024, 4096, 1))):
         # the rule's configs: <= 128 registers, so 4 CTAs of 4 warps (8 of 2) fit an SM's registers
         assert ck.registers <= 128, ck.registers
     if problem == "group" and cfg.k_warps in (1, 2, 4):  # the rule's warp counts: <= 128 registers
@@ -247,12 +248,17 @@ def test_group_skinny_rule_and_can_implement():
 def test_dual_skinny_rule():
     """M <= 16: 16 rows of B1 / B2 per CTA; 4 warps and 3 / 2 stages for 8 / 16 A rows, except,
     for 16 A rows, 2 warps and 2 stages at 529-1056 CTAs (exp. 159: N / 16 x L) and 2 warps
-    and 3 stages at K <= 4096 otherwise (exp. 156)."""
+    and 3 stages at K <= 4096 otherwise (exp. 156), and 4 warps, 3 stages in one wave of at most
+    one CTA per SM (N / 16 x L <= 132) from K 2048 (exp. 164)."""
     for shape, kw, ab in (((1, 4096, 2048, 1), 4, 3), ((8, 4096, 7168, 1), 4, 3), ((16, 4096, 7168, 1), 4, 2),
                           ((16, 4096, 4096, 1), 2, 3), ((9, 14336, 1024, 2), 2, 3), ((16, 4096, 4352, 1), 4, 2),
                           ((16, 14336, 4096, 1), 2, 2), ((16, 8448, 7168, 1), 4, 2), ((16, 8464, 7168, 1), 2, 2),
                           ((16, 16896, 6144, 1), 2, 2), ((16, 16912, 6144, 1), 4, 2), ((16, 8192, 4096, 1), 2, 3),
-                          ((16, 7168, 7168, 2), 2, 2), ((8, 14336, 4096, 1), 4, 3)):
+                          ((16, 7168, 7168, 2), 2, 2), ((8, 14336, 4096, 1), 4, 3),
+                          # exp. 164: <= 132 CTAs at K >= 2048 (8 A rows keep the rule)
+                          ((16, 1024, 4096, 1), 4, 3), ((12, 2112, 2048, 1), 4, 3), ((16, 1024, 4096, 2), 4, 3),
+                          ((16, 2128, 4096, 1), 2, 3), ((16, 2048, 4096, 2), 2, 3), ((16, 2112, 1536, 1), 2, 3),
+                          ((16, 512, 7168, 1), 4, 3), ((8, 1024, 4096, 1), 4, 3)):
         cfg = configs.select_config("dual", "sm_90a", shape)
         assert cfg.skinny and cfg.mma_tile_mn == (16, 8 if shape[0] <= 8 else 16), (shape, cfg.short())
         assert (cfg.k_warps, cfg.ab_stages) == (kw, ab), (shape, cfg.short())

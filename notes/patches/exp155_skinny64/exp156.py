@@ -39,7 +39,7 @@ def variant_config(rule, v):
                                                        k_warps=v[1], ab_stages=v[2])
 
 
-def sweep(shapes, variants, make_config=variant_config):
+def sweep(shapes, variants, make_config=variant_config, rounds=3):
     """Time every variant config of each dual shape; returns (out dict, timer)."""
     out = {"device": torch.cuda.get_device_name(), "rows": []}
     timer = T.Timer(30)
@@ -62,7 +62,7 @@ def sweep(shapes, variants, make_config=variant_config):
             ok, msg = R.check_implementation(data, data[-1])
             cfgs.append((v, c, ck, args, ok, ck.registers))
         times = {str(v): [] for v, *_ in cfgs}
-        for rnd in range(3):
+        for rnd in range(rounds):
             for v, c, ck, args, ok, regs in (cfgs if rnd % 2 == 0 else cfgs[::-1]):
                 times[str(v)].append(timer(lambda: ck.fn(*args)))
         base = min(times["None"])
