@@ -82,6 +82,10 @@ class KernelConfig:
     # warps per CTA split K
     skinny: bool = False
     k_warps: int = 8
+    # sm_90a dual skinny: CTAs of one cluster (along the grid's z) splitting K, each with k_warps
+    # warps; their partial sums meet in rank 0's shared memory (distributed shared memory) for
+    # its epilogue -- for grids of fewer CTAs than SMs (exp. 165)
+    k_split: int = 1
     # sm_90a mixed-input form (nvfp4gemm/sm90/dual_mixed.py, grouped_mixed.py): a pre-pass
     # decodes A once to fp16, the main kernel TMA-loads it as the wgmma shared-memory operand
     # and decodes B1 / B2 (B_g) straight into wgmma registers (C^T tiles: swap_ab)
@@ -123,7 +127,8 @@ class KernelConfig:
         m, n = self.mma_tile_mn
         s = f"{m}x{n} cg{self.cta_group} cl{self.cluster_mn[0]}x{self.cluster_mn[1]} ab{self.ab_stages} acc{self.acc_stages}"
         if self.skinny:
-            return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}" + (" masked" if self.masked else "") + \
+            return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}" + (f" ks{self.k_split}" if self.k_split > 1 else "") + \
+                (" masked" if self.masked else "") + \
                 (f" g{self.table_groups}" if self.table_groups != GROUPS_PER_LAUNCH else "")
         if self.a_prepass:
             form = {(128, 128): " narrow", (192, 128): " wg3", (128, 256): " wide", (128, 192): " wide192"} \
@@ -221,7 +226,8 @@ def sm90_smem_bytes(cfg: KernelConfig) -> int:
             + mixed_a16_stages(cfg) * tn * 64 * 2 + mixed_c_stage_bytes(cfg) + 1024
     if cfg.skinny:  # per warp: ab_stages cp.async stages + its fp32 partial sums (skinny.py)
         lane_rows = cfg.gemms * tm // 8 + tn // 8  # rows of every B and of A a lane loads per chunk
-        return cfg.k_warps * (cfg.ab_stages * lane_rows * 32 * 20 + cfg.gemms * tn * tm * 4)
+        # (the partial sums: every warp of the cluster's k_split CTAs, exp. 165)
+        return cfg.k_warps * (cfg.ab_stages * lane_rows * 32 * 20 + cfg.k_split * cfg.gemms * tn * tm * 4)
     rows = tm + cfg.gemms * tn  # A rows + rows of every B
     # scales are TMA'd as whole 128-row atoms of the permuted layout (2 KB per k-block); a
     # B tile whose N does not divide 128 (96) can straddle two atoms, so it loads two
@@ -301,6 +307,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
                                                      and cfg.masked and cfg.arch == "sm_90a"):
         errs.append(f"table_groups {cfg.table_groups}: {GROUPS_PER_LAUNCH}, or {WIDE_TABLE_GROUPS} for the sm_90a "
                     "masked grouped skinny kernel (its wide table)")
+    if cfg.k_split != 1 and not (cfg.arch == "sm_90a" and cfg.skinny):
+        errs.append(f"k_split {cfg.k_split}: CTAs splitting K are a dual skinny (sm_90a) option")
     if cfg.masked_above and not (cfg.masked and cfg.device_schedule and 0 < cfg.masked_above <= SKINNY_MAX_M):
         errs.append(f"masked_above {cfg.masked_above}: the masked device schedule's small groups, 1 to "
                     f"SKINNY_MAX_M ({SKINNY_MAX_M}) rows, left to the masked skinny kernel")
@@ -329,6 +337,9 @@ def check_config(cfg: KernelConfig) -> list[str]:
             errs.append(f"ab_stages {cfg.ab_stages}: the skinny cp.async ring needs 2 to 8")
         if cfg.swap_ab or cfg.split_k or cfg.cluster_mn != (1, 1):
             errs.append("skinny takes no swap_ab, split_k or cluster")
+        if cfg.k_split not in (1, 2, 4, 8) or (cfg.k_split > 1 and (cfg.problem != "dual" or cfg.masked)):
+            errs.append(f"k_split {cfg.k_split}: 1, 2, 4 or 8 CTAs per cluster, and above 1 for the dual "
+                        "skinny kernel only")
     else:
         if cfg.a_prepass and cfg.problem == "group" and cfg != sm90_group_mixed(True) \
                 and not (tuple(cfg.mma_tile_mn) in GROUP_MIXED_TILES and cfg == sm90_group_mixed(tile=cfg.mma_tile_mn)) \
@@ -1795,7 +1806,9 @@ SKINNY_MAX_M = 16  # dual M / grouped max M_g up to this: the mma.sync kernels o
 def sm90_dual_skinny(shape) -> KernelConfig:
     """sm_90a dual GEMM for M <= 16 (nvfp4gemm/sm90/dual_skinny.py): 16 rows of B1 / B2 per
     CTA, 4 warps splitting K (2 for 16 A rows at K <= 4096 or 529-1056 CTAs: exps. 156, 159;
-    4 with 3 stages for 16 A rows in one wave of at most one CTA per SM from K 2048: exp. 164),
+    4 with 3 stages for 16 A rows in one wave of at most one CTA per SM from K 2048: exp. 164;
+    clusters of 2 CTAs splitting K where even that is at most one CTA per SM, from K 5120:
+    exp. 165),
     A rows held 8 (M <= 8) or 16.  Exp. 42 (before the word decode): best or within 2% of best of
     the skinny variants timed (16 / 32 rows, 2 / 4 / 8 warps, 2-6 stages) on every shape;
     against the swap_ab kernel (H200, 2026-11-21, kernel-only, notes/sm90.md exp. 42):
@@ -1817,11 +1830,20 @@ def sm90_dual_skinny(shape) -> KernelConfig:
     the picks before on 17 shapes of N 512-2048, K 2048-8192, M 9-16 (16x512x4096 13.1 -> 10.0
     us, 16x896x4096 13.3 -> 10.1, 16x2048x7168 18.3 -> 16.2), 8 of them new shapes that checked
     the term; 3 stages ran 0.92-1.02x 4 stages (faster on 15 of 17); at K 1536 4 warps lost
-    1.01-1.02x; with 8 A rows 4 stages lost on 7 of 9 one-wave shapes, so 8 A rows keep the rule."""
+    1.01-1.02x; with 8 A rows 4 stages lost on 7 of 9 one-wave shapes, so 8 A rows keep the rule.
+    Exp. 165 (H100, 2026-11-26): where even two CTAs per (bx, l) fill at most one per SM (N / 16
+    x L <= 66) and K >= 5120, a cluster of 2 CTAs splits K (k_split 2, 4 warps, 3 stages each,
+    partial sums in rank 0's shared memory): 0.73-0.955x on 17 of 18 shapes of 8-64 CTAs, K
+    5120-16384, 1.023x on 8x1024x5120 (1x896x14336 18.5 -> 15.4 us, 16x640x8192 14.5 -> 12.7,
+    1x512x16384 19.1 -> 14.0); at K 4096 it gained 1-4.5% at 16-32 CTAs and lost 4-5.5% at 64;
+    at K 2048 it lost everywhere, as did 2 CTAs per cluster at 128 CTAs (1.05-1.45x); 4 and 8 CTAs
+    per cluster won on three tiny grids only and lost up to 10x on large ones."""
     m, n, k, l = shape
     tn = 8 if m <= 8 else 16
+    ctas = (n // 16) * l
+    if 2 * ctas <= SM_COUNT["sm_90a"] and k >= SKINNY_DUAL_K_SPLIT_MIN_K:
+        return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=4, ab_stages=3, k_split=2)
     if tn == 16:
-        ctas = (n // 16) * l
         if ctas <= SM_COUNT["sm_90a"] and k >= SKINNY_DUAL_ONE_WAVE_MIN_K:
             return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=4, ab_stages=3)
         if SKINNY_DUAL_CTAS_PER_SM[4] * SM_COUNT["sm_90a"] < ctas <= SKINNY_DUAL_CTAS_PER_SM[2] * SM_COUNT["sm_90a"]:
@@ -1834,6 +1856,8 @@ def sm90_dual_skinny(shape) -> KernelConfig:
 # exp. 164: the dual skinny rule's one-wave term (16 A rows, <= one CTA per SM: 4 warps, 3 stages)
 # from this K (at K 1536, 3 chunks per warp, 4 warps lost 1.01-1.02x)
 SKINNY_DUAL_ONE_WAVE_MIN_K = 2048
+# exp. 165: the dual skinny rule's K split over 2-CTA clusters (<= 66 CTAs before the split) from this K
+SKINNY_DUAL_K_SPLIT_MIN_K = 5120
 SKINNY_DUAL_TWO_WARP_MAX_K = 4096  # exp. 156: the dual skinny rule's 2-warp CTAs (16 A rows) up to this K
 # Exp. 159: resident 16x16 dual skinny CTAs per SM by warps per CTA (2 stages; ptxas: 123 registers,
 # so 4 CTAs of 128 threads or 8 of 64 fill the 64K-register file)

@@ -16,7 +16,8 @@ SMEM_LIMIT = 232448  # 227 KB per CTA on sm_100a
 SM90_SKINNY = sorted({configs.select_config("dual", "sm_90a", (m, n, k, 1)) for m in (1, 16)
                       # (exp. 159: 2 warps, 2 stages at 529-1056 CTAs; exp. 164: 4 warps, 4 stages
                       # for 16 A rows at <= 132 CTAs)
-                      for n in (1024, 4096, 14336)
+                      # (exp. 165: 2-CTA clusters splitting K at <= 66 CTAs from K 5120)
+                      for n in (512, 1024, 4096, 14336)
                       for k in (2048, 7168)}  # (exp. 156: 2 warps at K <= 4096 with 16 A rows)
                      | {c for t in ((16, 8), (16, 16), (32, 8), (32, 16)) for w, s in ((1, 2), (8, 3), (2, 6))
                         for c in [configs.KernelConfig("dual", "sm_90a", t, skinny=True, k_warps=w, ab_stages=s)]

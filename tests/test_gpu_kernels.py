@@ -381,6 +381,8 @@ def test_dual_small_m_swap_ab(shape):
     (5, 512, 256, 2),  # two batches; 2 chunks for 4 warps (two warps run no MMA)
     (13, 1024, 4096, 3),  # three batches, A rows 9-12 real, 13-15 clamped
     (16, 320, 1536, 1),  # N % 128 != 0 (the swap_ab kernel could not take it)
+    (16, 640, 8192, 1),  # 40 CTAs: 2-CTA clusters split K (exp. 165)
+    (7, 256, 5376, 2),  # clusters in two batches; 42 chunks over the cluster's 8 warps (5 or 6 each)
 ], ids=str)
 def test_dual_skinny(shape):
     """M <= 16 through custom_kernel: the rule picks the skinny mma.sync kernel; poisoned C

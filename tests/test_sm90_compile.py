@@ -188,6 +188,8 @@ def test_skinny_compiles_mma_sync_no_spills(problem, cfg, tmp_path):
     mmas = set(re.findall(r"mma\.sync\.aligned\.(m\d+n\d+k\d+)\.row\.col\.(\w+)\.(\w+)\.(\w+)\.(\w+)", ptx))
     assert mmas == {("m16n8k16", "f32", "f16", "f16", "f32")}, mmas
     assert "wgmma" not in ptx and "e2m1" not in ptx
+    # exp. 165: K split over a cluster -- partial sums into rank 0 by DSMEM between cluster barriers
+    assert ("st.shared::cluster" in ptx and "barrier.cluster.wait" in ptx) == (cfg.k_split > 1)
     # B straight from global memory to the warp's ring, no TMA
     assert "cp.async.cg.shared.global" in ptx and "cp.async.bulk" not in ptx
     assert ck.spill_bytes == 0 and ck.stack_bytes == 0, (ck.spill_bytes, ck.stack_bytes)
@@ -249,7 +251,8 @@ def test_dual_skinny_rule():
     """M <= 16: 16 rows of B1 / B2 per CTA; 4 warps and 3 / 2 stages for 8 / 16 A rows, except,
     for 16 A rows, 2 warps and 2 stages at 529-1056 CTAs (exp. 159: N / 16 x L) and 2 warps
     and 3 stages at K <= 4096 otherwise (exp. 156), and 4 warps, 3 stages in one wave of at most
-    one CTA per SM (N / 16 x L <= 132) from K 2048 (exp. 164)."""
+    one CTA per SM (N / 16 x L <= 132) from K 2048 (exp. 164), split over 2-CTA clusters where
+    N / 16 x L <= 66 from K 5120 (exp. 165)."""
     for shape, kw, ab in (((1, 4096, 2048, 1), 4, 3), ((8, 4096, 7168, 1), 4, 3), ((16, 4096, 7168, 1), 4, 2),
                           ((16, 4096, 4096, 1), 2, 3), ((9, 14336, 1024, 2), 2, 3), ((16, 4096, 4352, 1), 4, 2),
                           ((16, 14336, 4096, 1), 2, 2), ((16, 8448, 7168, 1), 4, 2), ((16, 8464, 7168, 1), 2, 2),
@@ -258,10 +261,15 @@ def test_dual_skinny_rule():
                           # exp. 164: <= 132 CTAs at K >= 2048 (8 A rows keep the rule)
                           ((16, 1024, 4096, 1), 4, 3), ((12, 2112, 2048, 1), 4, 3), ((16, 1024, 4096, 2), 4, 3),
                           ((16, 2128, 4096, 1), 2, 3), ((16, 2048, 4096, 2), 2, 3), ((16, 2112, 1536, 1), 2, 3),
-                          ((16, 512, 7168, 1), 4, 3), ((8, 1024, 4096, 1), 4, 3)):
+                          ((16, 2048, 7168, 1), 4, 3), ((8, 1024, 4096, 1), 4, 3)):
         cfg = configs.select_config("dual", "sm_90a", shape)
         assert cfg.skinny and cfg.mma_tile_mn == (16, 8 if shape[0] <= 8 else 16), (shape, cfg.short())
-        assert (cfg.k_warps, cfg.ab_stages) == (kw, ab), (shape, cfg.short())
+        assert (cfg.k_warps, cfg.ab_stages, cfg.k_split) == (kw, ab, 1), (shape, cfg.short())
+    # exp. 165: 2-CTA clusters splitting K where 2 x N / 16 x L <= 132 and K >= 5120
+    for shape, ks in (((16, 512, 7168, 1), 2), ((1, 1056, 5120, 1), 2), ((8, 1072, 5120, 1), 1),
+                      ((16, 512, 4864, 1), 1), ((3, 256, 16384, 4), 2), ((16, 256, 7168, 5), 1)):
+        cfg = configs.select_config("dual", "sm_90a", shape)
+        assert cfg.skinny and (cfg.k_warps, cfg.ab_stages, cfg.k_split) == (4, 3, ks), (shape, cfg.short())
 
 
 def test_skinny_can_implement_names_constraint():

@@ -411,6 +411,21 @@ def st_cluster_v4_f32(addr: Int32, rank: Int32, a, b, c, d, *, loc=None, ip=None
     )
 
 
+@dsl_user_op
+def st_cluster_f32(addr: Int32, rank: Int32, v, *, loc=None, ip=None) -> None:
+    """Store one fp32 at this CTA's shared address `addr` mapped into cluster CTA `rank`
+    (mapa + st.shared::cluster.f32)."""
+    _asm(
+        None,
+        [Int32(addr).ir_value(loc=loc, ip=ip), Int32(rank).ir_value(loc=loc, ip=ip),
+         cutlass.Float32(v).ir_value(loc=loc, ip=ip)],
+        "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, $0, $1;\n"
+        "st.shared::cluster.f32 [ra], $2;\n}",
+        "r,r,f",
+        True, loc=loc, ip=ip,
+    )
+
+
 def _ld_shared_v4(addr, elem, ptx_type, constraint, wrap, loc, ip):
     """4 values at a 32-bit shared-window address (ld.shared.v4; volatile asm: stays ordered
     with the other shared-memory asm, e.g. after the cp.async wait that makes them valid)."""

@@ -11,6 +11,10 @@ Epilogue: the warps' partial sums meet in shared memory (W x 2 x tile N x R fp32
 sums a (token, row pair) task over the warps, applies silu(x1) * x2 (`epilogue.silu_mul`,
 shared with the other kernels) and stores one fp16 pair of C; rows of C >= M are skipped.
 
+With k_split > 1 (exp. 165) the grid's z holds a cluster of k_split CTAs per (bx, l), which
+split K among all their warps; each pushes its partial sums into rank 0's shared memory
+(distributed shared memory, between two cluster barriers) and rank 0 alone runs the epilogue.
+
 Constraints (can_implement): config.skinny, M <= tile N (8 or 16), N % tile M == 0,
 K % 256 == 0, any L.
 """
@@ -57,25 +61,45 @@ class Sm90DualSkinnyKernel(Sm90SkinnyCore):
         l: Int32,
         stream: cuda.CUstream,
     ):
-        self.kernel(a_ptr, b1_ptr, b2_ptr, sfa_ptr, sfb1_ptr, sfb2_ptr, c_ptr, m, n, k).launch(
-            grid=[n // self.rows, l, 1],
-            block=[self.threads, 1, 1],
-            stream=stream,
-        )
+        if cutlass.const_expr(self.k_split == 1):
+            self.kernel(a_ptr, b1_ptr, b2_ptr, sfa_ptr, sfb1_ptr, sfb2_ptr, c_ptr, m, n, k).launch(
+                grid=[n // self.rows, l, 1],
+                block=[self.threads, 1, 1],
+                stream=stream,
+            )
+        else:  # (exp. 165: the cluster's k_split CTAs along z split K)
+            self.kernel(a_ptr, b1_ptr, b2_ptr, sfa_ptr, sfb1_ptr, sfb2_ptr, c_ptr, m, n, k).launch(
+                grid=[n // self.rows, l, self.k_split],
+                block=[self.threads, 1, 1],
+                cluster=[1, 1, self.k_split],
+                stream=stream,
+            )
 
     @cute.kernel
     def kernel(self, a_ptr: cute.Pointer, b1_ptr: cute.Pointer, b2_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
                sfb1_ptr: cute.Pointer, sfb2_ptr: cute.Pointer, c_ptr: cute.Pointer, m: Int32, n: Int32, k: Int32):
         tidx, _, _ = cute.arch.thread_idx()
-        bx, bl, _ = cute.arch.block_idx()
+        bx, bl, rank = cute.arch.block_idx()  # (rank: the CTA's place in its K-split cluster)
         warp = cute.arch.make_warp_uniform(tidx // 32)
         lane = tidx % 32
+        if cutlass.const_expr(self.k_split > 1):
+            # (every CTA of the cluster running before any writes another's shared memory; the
+            # wait comes in stash_partials' barrier pair, before the first remote store)
+            cute.arch.cluster_arrive_relaxed()
         red, ring = self.shared_buffers(warp)
         data, scales = self.lane_addresses(((b1_ptr.toint(), sfb1_ptr.toint()), (b2_ptr.toint(), sfb2_ptr.toint())),
                                            a_ptr.toint(), sfa_ptr.toint(), m, n, k, bx, bl, lane)
-        acc = self.mainloop(ring, data, scales, k, warp, lane)
-        self.stash_partials(acc, red, warp, lane)
-        self.epilogue(red, c_ptr, m, n, bx, bl, tidx)
+        if cutlass.const_expr(self.k_split == 1):
+            acc = self.mainloop(ring, data, scales, k, warp, lane)
+            self.stash_partials(acc, red, warp, lane)
+            self.epilogue(red, c_ptr, m, n, bx, bl, tidx)
+        else:
+            kw = rank * self.k_warps + warp  # (the warp's index among the cluster's warps)
+            acc = self.mainloop(ring, data, scales, k, kw, lane)
+            cute.arch.cluster_wait()
+            self.stash_partials(acc, red, kw, lane)
+            if rank == 0:
+                self.epilogue(red, c_ptr, m, n, bx, bl, tidx)
 
     # ------------------------------------------------------------------ epilogue
 

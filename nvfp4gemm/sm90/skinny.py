@@ -66,6 +66,9 @@ class Sm90SkinnyCore:
         self.n8 = self.tokens // 8
         self.k_warps = config.k_warps
         self.threads = 32 * self.k_warps
+        # dual only: CTAs of a cluster splitting K (exp. 165); warps of the whole cluster
+        self.k_split = config.k_split
+        self.total_warps = self.k_warps * self.k_split
         # operand rows a lane loads per chunk: (B, row group, +0 / +8) of each B, then A
         self.b_rows = self.num_b * self.row_groups * 2
         self.a_rows = self.n8
@@ -77,7 +80,7 @@ class Sm90SkinnyCore:
         self.ring_stages = config.ab_stages
         self.stage_bytes = self.lane_rows * 32 * (16 + 4)
         # rings + the warps' (num_b, tile N, tile M) fp32 partial sums: the model in configs
-        assert self.k_warps * (self.ring_stages * self.stage_bytes + self.num_b * self.tokens * self.rows * 4) \
+        assert self.k_warps * (self.ring_stages * self.stage_bytes + self.k_split * self.num_b * self.tokens * self.rows * 4) \
             == sm90_smem_bytes(config), "configs.sm90_smem_bytes disagrees with the skinny kernel"
 
     @staticmethod
@@ -101,9 +104,10 @@ class Sm90SkinnyCore:
 
     @cute.jit
     def shared_buffers(self, warp):
-        """(partial sums (W, num_b, tile N, tile M) fp32, this warp's ring base address)."""
+        """(partial sums (W, num_b, tile N, tile M) fp32 -- W: the warps of the cluster's k_split
+        CTAs, only rank 0's is read --, this warp's ring base address)."""
         smem = utils.SmemAllocator()
-        red = smem.allocate_tensor(Float32, cute.make_layout((self.k_warps, self.num_b, self.tokens, self.rows)), 16)
+        red = smem.allocate_tensor(Float32, cute.make_layout((self.total_warps, self.num_b, self.tokens, self.rows)), 16)
         # (W, S, stage bytes) per-warp cp.async rings
         rings = smem.allocate_tensor(cutlass.Uint8, cute.make_layout(self.k_warps * self.ring_stages * self.stage_bytes), 16)
         return red, rings.iterator.toint() + warp * (self.ring_stages * self.stage_bytes)
@@ -212,7 +216,8 @@ class Sm90SkinnyCore:
 
     @cute.jit
     def mainloop(self, ring, data, scales, k, warp, lane):
-        """This warp's share of K, chunks [w C / W, (w + 1) C / W), through its own ring of
+        """This warp's share of K, chunks [w C / W, (w + 1) C / W) (w, W: the warp's index among,
+        and the number of, the warps of the cluster's k_split CTAs), through its own ring of
         `ring_stages` cp.async stages (S - 1 chunks in flight while one is decoded; past the
         warp's last chunk the copies repeat it, so every iteration commits one group).  A
         warp with no chunks runs no MMA; its sums stay 0."""
@@ -221,8 +226,8 @@ class Sm90SkinnyCore:
         buf = cute.make_rmem_tensor(cute.make_layout(self.buf_words), Int32)
         chunks = k // (2 * CHUNK_BYTES)
         # contiguous K ranges (warp-interleaved chunks measured 5-40% slower, H200)
-        first = (warp * chunks) // self.k_warps
-        n_mine = ((warp + 1) * chunks) // self.k_warps - first
+        first = (warp * chunks) // self.total_warps
+        n_mine = ((warp + 1) * chunks) // self.total_warps - first
         clamp = cutlass.max(n_mine - 1, 0)
         for j in cutlass.range_constexpr(self.ring_stages - 1):
             self.issue_chunk(ring, data, scales, first + cutlass.min(j, clamp), j, lane)
@@ -241,7 +246,7 @@ class Sm90SkinnyCore:
         """sum over the warps of red[(w, mat, tok, row)], in warp order (the epilogues' value of
         output (token, row) of B matrix `mat`, before the rescale)."""
         x = Float32(0.0)
-        for w in cutlass.range_constexpr(self.k_warps):
+        for w in cutlass.range_constexpr(self.total_warps):
             x = x + red[(w, mat, tok, row)]
         return x
 
@@ -263,9 +268,13 @@ class Sm90SkinnyCore:
     @cute.jit
     def stash_partials(self, acc, red, warp, lane):
         """This warp's sums -> red[(warp, B, token, row)], then a CTA barrier; the epilogue
-        sums red over the warps."""
+        sums red over the warps.  With k_split CTAs per cluster `warp` is the warp's index in the
+        cluster, the sums go to rank 0's red (distributed shared memory; the kernel's cluster
+        barrier at its start made every CTA's shared memory live), and a cluster barrier
+        (release / acquire) orders them before rank 0's epilogue."""
         g = lane // 4
         tq = lane % 4
+        red_base = red.iterator.toint()
         for bi in cutlass.range_constexpr(self.num_b * self.row_groups):
             mat = bi // self.row_groups
             rg = bi % self.row_groups
@@ -274,5 +283,13 @@ class Sm90SkinnyCore:
                     # m16n8 accumulator: c0, c1 row g, columns 2 tq, 2 tq + 1; c2, c3 row g + 8
                     row = rg * 16 + g + (v // 2) * 8
                     tok = nt * 8 + 2 * tq + v % 2
-                    red[(warp, mat, tok, row)] = acc[(bi * self.n8 + nt) * 4 + v]
-        cute.arch.sync_threads()
+                    val = acc[(bi * self.n8 + nt) * 4 + v]
+                    if cutlass.const_expr(self.k_split == 1):
+                        red[(warp, mat, tok, row)] = val
+                    else:
+                        decode.st_cluster_f32(red_base + 4 * red.layout((warp, mat, tok, row)), 0, val)
+        if cutlass.const_expr(self.k_split == 1):
+            cute.arch.sync_threads()
+        else:
+            cute.arch.cluster_arrive()
+            cute.arch.cluster_wait()
