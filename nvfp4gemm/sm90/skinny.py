@@ -13,7 +13,8 @@ Work split: a CTA owns R = tile M (16, 32 or, grouped only, 64: one, two or four
 groups; exp. 155) consecutive rows of
 each of its `num_b` B matrices (dual: B1 and B2; grouped: B_g) and all M (<= tile N, 8 or
 16) rows of A; its W = k_warps warps split K into 128-code chunks, warp w taking the
-contiguous chunks [w C / W, (w + 1) C / W), C = K / 128.  Per chunk lane (g = lane / 4,
+contiguous chunks [w C / W, (w + 1) C / W), C = K / 128 (dual with k_split > 1: the W = k_warps x
+k_split warps of a cluster of CTAs split K, and their partial sums meet in rank 0; exp. 165).  Per chunk lane (g = lane / 4,
 tq = lane % 4) copies 16 bytes (32 codes) of rows g and g + 8 of each row group of each B
 and of A rows g (and g + 8 when the tile N is 16; rows past M are clamped to M - 1 and their
 outputs dropped), plus one 32-bit word of each row's permuted scales, into its own slots of
