@@ -397,31 +397,20 @@ def prmt(a: Int32, b: Int32, sel: Int32, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
-def st_cluster_v4_f32(addr: Int32, rank: Int32, a, b, c, d, *, loc=None, ip=None) -> None:
-    """Store 4 fp32 at this CTA's shared address `addr` mapped into cluster CTA `rank`
-    (mapa + st.shared::cluster.v4.f32: distributed shared memory)."""
+def st_cluster_f32(addr: Int32, rank: Int32, *vals, loc=None, ip=None) -> None:
+    """Store 1 or 4 fp32 at this CTA's shared address `addr` mapped into cluster CTA `rank`
+    (mapa + st.shared::cluster[.v4].f32: distributed shared memory)."""
+    if len(vals) not in (1, 4):
+        raise ValueError(f"st_cluster_f32 stores 1 or 4 values, got {len(vals)}")
+    regs = ", ".join(f"${i + 2}" for i in range(len(vals)))
     _asm(
         None,
         [Int32(addr).ir_value(loc=loc, ip=ip), Int32(rank).ir_value(loc=loc, ip=ip)]
-        + [cutlass.Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b, c, d)],
+        + [cutlass.Float32(x).ir_value(loc=loc, ip=ip) for x in vals],
         "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, $0, $1;\n"
-        "st.shared::cluster.v4.f32 [ra], {$2, $3, $4, $5};\n}",
-        "r,r,f,f,f,f",
-        True, loc=loc, ip=ip,
-    )
-
-
-@dsl_user_op
-def st_cluster_f32(addr: Int32, rank: Int32, v, *, loc=None, ip=None) -> None:
-    """Store one fp32 at this CTA's shared address `addr` mapped into cluster CTA `rank`
-    (mapa + st.shared::cluster.f32)."""
-    _asm(
-        None,
-        [Int32(addr).ir_value(loc=loc, ip=ip), Int32(rank).ir_value(loc=loc, ip=ip),
-         cutlass.Float32(v).ir_value(loc=loc, ip=ip)],
-        "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, $0, $1;\n"
-        "st.shared::cluster.f32 [ra], $2;\n}",
-        "r,r,f",
+        + ("st.shared::cluster.v4.f32 [ra], {" + regs + "};\n}" if len(vals) == 4 else
+           "st.shared::cluster.f32 [ra], " + regs + ";\n}"),
+        "r,r" + ",f" * len(vals),
         True, loc=loc, ip=ip,
     )
 

@@ -426,7 +426,7 @@ class Sm90DualGemmKernel(Sm90Common):
         peer = 1 - s
         for q in cutlass.range_constexpr(len(to0) // 4):
             vals = [cutlass.select_(first, t[to1[4 * q + e]], t[to0[4 * q + e]]) for e in range(4)]
-            decode.st_cluster_v4_f32(stage + (q * nt + ct) * 16, peer, *vals)
+            decode.st_cluster_f32(stage + (q * nt + ct) * 16, peer, *vals)
 
     @cute.jit
     def _pair_add(self, t, e0: cutlass.Constexpr, e1: cutlass.Constexpr, stage, ct):

@@ -166,7 +166,7 @@ class Sm90MixedCommon(Sm90Common):
         cute.arch.cluster_wait()
         for q in cutlass.range_constexpr(n_half // 4):
             vals = [cutlass.select_(first, acc[hi[4 * q + e]], acc[lo[4 * q + e]]) for e in range(4)]
-            decode.st_cluster_v4_f32(stage + (q * nt + ct) * 16, peer, *vals)
+            decode.st_cluster_f32(stage + (q * nt + ct) * 16, peer, *vals)
         cute.arch.cluster_arrive()
         cute.arch.cluster_wait()
         for q in cutlass.range_constexpr(n_half // 4):
