@@ -82,9 +82,9 @@ class KernelConfig:
     # warps per CTA split K
     skinny: bool = False
     k_warps: int = 8
-    # sm_90a dual skinny: CTAs of one cluster (along the grid's z) splitting K, each with k_warps
-    # warps; their partial sums meet in rank 0's shared memory (distributed shared memory) for
-    # its epilogue -- for grids of fewer CTAs than SMs (exp. 165)
+    # sm_90a skinny (dual and grouped): CTAs of one cluster (along the grid's z) splitting K, each
+    # with k_warps warps; their partial sums meet in rank 0's shared memory (distributed shared
+    # memory) for its epilogue -- for grids of fewer CTAs than SMs (exps. 165, 168)
     k_split: int = 1
     # sm_90a mixed-input form (nvfp4gemm/sm90/dual_mixed.py, grouped_mixed.py): a pre-pass
     # decodes A once to fp16, the main kernel TMA-loads it as the wgmma shared-memory operand
@@ -308,7 +308,7 @@ def check_config(cfg: KernelConfig) -> list[str]:
         errs.append(f"table_groups {cfg.table_groups}: {GROUPS_PER_LAUNCH}, or {WIDE_TABLE_GROUPS} for the sm_90a "
                     "masked grouped skinny kernel (its wide table)")
     if cfg.k_split != 1 and not (cfg.arch == "sm_90a" and cfg.skinny):
-        errs.append(f"k_split {cfg.k_split}: CTAs splitting K are a dual skinny (sm_90a) option")
+        errs.append(f"k_split {cfg.k_split}: CTAs splitting K are a skinny (sm_90a) option")
     if cfg.masked_above and not (cfg.masked and cfg.device_schedule and 0 < cfg.masked_above <= SKINNY_MAX_M):
         errs.append(f"masked_above {cfg.masked_above}: the masked device schedule's small groups, 1 to "
                     f"SKINNY_MAX_M ({SKINNY_MAX_M}) rows, left to the masked skinny kernel")
@@ -337,9 +337,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
             errs.append(f"ab_stages {cfg.ab_stages}: the skinny cp.async ring needs 2 to 8")
         if cfg.swap_ab or cfg.split_k or cfg.cluster_mn != (1, 1):
             errs.append("skinny takes no swap_ab, split_k or cluster")
-        if cfg.k_split not in (1, 2, 4, 8) or (cfg.k_split > 1 and (cfg.problem != "dual" or cfg.masked)):
-            errs.append(f"k_split {cfg.k_split}: 1, 2, 4 or 8 CTAs per cluster, and above 1 for the dual "
-                        "skinny kernel only")
+        if cfg.k_split not in (1, 2, 4, 8):
+            errs.append(f"k_split {cfg.k_split}: 1, 2, 4 or 8 CTAs per cluster")
     else:
         if cfg.a_prepass and cfg.problem == "group" and cfg != sm90_group_mixed(True) \
                 and not (tuple(cfg.mma_tile_mn) in GROUP_MIXED_TILES and cfg == sm90_group_mixed(tile=cfg.mma_tile_mn)) \

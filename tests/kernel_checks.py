@@ -24,13 +24,16 @@ SM90_SKINNY = sorted({configs.select_config("dual", "sm_90a", (m, n, k, 1)) for 
                         if not configs.check_config(c)},
                      key=lambda c: c.short())
 # The sm_90a skinny grouped kernel (every M_g <= 16): the rule's configs (16 / 32 rows x 8 / 16 A
-# rows, 64 x 16 for many CTAs at short K) plus other warp counts and ring depths.
+# rows, 64 x 16 for many CTAs at short K) plus other warp counts, ring depths and K splits.
 SM90_GROUP_SKINNY = sorted({configs.sm90_group_skinny(((m, n, k),) * g) for m in (1, 16) for n in (256, 8192)
                             for k in (2048, 7168)  # (exp. 154: the rule's 1-warp CTAs at K <= 2048)
                             for g in (1, 8)}  # (exp. 155: 8 x 8192 rows make 64-row CTAs at 16 A rows)
                            | {configs.KernelConfig("group", "sm_90a", t, skinny=True, k_warps=w, ab_stages=s)
                               for t in ((16, 8), (32, 16)) for w, s in ((1, 2), (8, 3), (2, 6))}
-                           | {configs.KernelConfig("group", "sm_90a", (64, 8), skinny=True, k_warps=2, ab_stages=3)},
+                           | {configs.KernelConfig("group", "sm_90a", (64, 8), skinny=True, k_warps=2, ab_stages=3)}
+                           # (exp. 168: clusters of 2 or 4 CTAs splitting K)
+                           | {configs.KernelConfig("group", "sm_90a", t, skinny=True, k_warps=w, ab_stages=s, k_split=ks)
+                              for t, w, s, ks in (((16, 16), 4, 3, 2), ((32, 8), 1, 2, 4), ((64, 16), 1, 2, 2))},
                            key=lambda c: c.short())
 
 

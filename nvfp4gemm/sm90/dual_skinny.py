@@ -61,19 +61,8 @@ class Sm90DualSkinnyKernel(Sm90SkinnyCore):
         l: Int32,
         stream: cuda.CUstream,
     ):
-        if cutlass.const_expr(self.k_split == 1):
-            self.kernel(a_ptr, b1_ptr, b2_ptr, sfa_ptr, sfb1_ptr, sfb2_ptr, c_ptr, m, n, k).launch(
-                grid=[n // self.rows, l, 1],
-                block=[self.threads, 1, 1],
-                stream=stream,
-            )
-        else:  # (exp. 165: the cluster's k_split CTAs along z split K)
-            self.kernel(a_ptr, b1_ptr, b2_ptr, sfa_ptr, sfb1_ptr, sfb2_ptr, c_ptr, m, n, k).launch(
-                grid=[n // self.rows, l, self.k_split],
-                block=[self.threads, 1, 1],
-                cluster=[1, 1, self.k_split],
-                stream=stream,
-            )
+        self.launch(self.kernel(a_ptr, b1_ptr, b2_ptr, sfa_ptr, sfb1_ptr, sfb2_ptr, c_ptr, m, n, k),
+                    (n // self.rows, l), stream)
 
     @cute.kernel
     def kernel(self, a_ptr: cute.Pointer, b1_ptr: cute.Pointer, b2_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
@@ -82,23 +71,15 @@ class Sm90DualSkinnyKernel(Sm90SkinnyCore):
         bx, bl, rank = cute.arch.block_idx()  # (rank: the CTA's place in its K-split cluster)
         warp = cute.arch.make_warp_uniform(tidx // 32)
         lane = tidx % 32
-        if cutlass.const_expr(self.k_split > 1):
-            # (every CTA of the cluster running before any writes another's shared memory; the
-            # wait comes in stash_partials' barrier pair, before the first remote store)
-            cute.arch.cluster_arrive_relaxed()
+        self.cluster_start()
         red, ring = self.shared_buffers(warp)
         data, scales = self.lane_addresses(((b1_ptr.toint(), sfb1_ptr.toint()), (b2_ptr.toint(), sfb2_ptr.toint())),
                                            a_ptr.toint(), sfa_ptr.toint(), m, n, k, bx, bl, lane)
+        self.partial_sums(red, ring, data, scales, k, warp, lane, rank)
         if cutlass.const_expr(self.k_split == 1):
-            acc = self.mainloop(ring, data, scales, k, warp, lane)
-            self.stash_partials(acc, red, warp, lane)
             self.epilogue(red, c_ptr, m, n, bx, bl, tidx)
         else:
-            kw = rank * self.k_warps + warp  # (the warp's index among the cluster's warps)
-            acc = self.mainloop(ring, data, scales, k, kw, lane)
-            cute.arch.cluster_wait()
-            self.stash_partials(acc, red, kw, lane)
-            if rank == 0:
+            if rank == 0:  # (rank 0's red holds the cluster's sums)
                 self.epilogue(red, c_ptr, m, n, bx, bl, tidx)
 
     # ------------------------------------------------------------------ epilogue

@@ -13,6 +13,12 @@ Epilogue: the warps' partial sums meet in shared memory (W x tile N x R fp32); t
 a (token, row pair) task over the warps and stores one fp16 pair of C_g (consecutive threads:
 consecutive columns); rows of C_g >= M_g are skipped.
 
+With k_split > 1 (exp. 168, the dual kernel's exp. 165) the grid's z holds a cluster of k_split
+CTAs per block, which split K_g among all their warps; each pushes its partial sums into rank
+0's shared memory (distributed shared memory, between two cluster barriers) and rank 0 alone
+runs the epilogue.  Every branch before the barriers (the masked form's empty groups) depends on
+the block only, so it is uniform over a cluster.
+
 Masked form (`config.masked`, `Sm90GroupedSkinnyMaskedKernel`; exp. 146, nvfp4gemm/masked.py):
 the launch takes one more argument, an int32 counts tensor (G,), and a CTA takes M_g =
 min(max(counts[g], 0), the table's M_g) (the table holds the buffers' capacities); a CTA whose
@@ -70,28 +76,34 @@ class Sm90GroupedSkinnyKernel(Sm90SkinnyCore):
     ):
         meta = group_meta_tensor(meta_ptr)  # (16, 8) int64 group table
         offs = cute.make_tensor(offs_ptr, cute.make_layout(MAX_GROUPS + 1))
-        self.kernel(meta, offs).launch(grid=[ctas, 1, 1], block=[self.threads, 1, 1], stream=stream)
+        self.launch(self.kernel(meta, offs), (ctas, 1), stream)
 
     @cute.kernel
     def kernel(self, meta: cute.Tensor, offs: cute.Tensor):
         tidx, _, _ = cute.arch.thread_idx()
-        bx, _, _ = cute.arch.block_idx()
+        bx, _, rank = cute.arch.block_idx()  # (rank: the CTA's place in its K-split cluster)
         warp = cute.arch.make_warp_uniform(tidx // 32)
         lane = tidx % 32
         g = group_of(bx, offs)
-        self.run_cta(meta, g, bx - offs[g], Int32(meta[(g, 5)]), tidx, warp, lane)
+        self.run_cta(meta, g, bx - offs[g], Int32(meta[(g, 5)]), tidx, warp, lane, rank)
 
     @cute.jit
-    def run_cta(self, meta: cute.Tensor, g: Int32, blk: Int32, mg: Int32, tidx: Int32, warp: Int32, lane: Int32):
-        """Rows [blk R, blk R + R) of B_g against the M_g = mg rows of A_g."""
+    def run_cta(self, meta: cute.Tensor, g: Int32, blk: Int32, mg: Int32, tidx: Int32, warp: Int32, lane: Int32,
+                rank: Int32):
+        """Rows [blk R, blk R + R) of B_g against the M_g = mg rows of A_g (with k_split > 1, this
+        CTA's share of K; the caller's branches are uniform over the cluster: one bx)."""
+        self.cluster_start()
         ng = Int32(meta[(g, 6)])
         kg = Int32(meta[(g, 7)])
         red, ring = self.shared_buffers(warp)
         data, scales = self.lane_addresses(((Int64(meta[(g, 1)]), Int64(meta[(g, 4)])),),
                                            Int64(meta[(g, 0)]), Int64(meta[(g, 3)]), mg, ng, kg, blk, 0, lane)
-        acc = self.mainloop(ring, data, scales, kg, warp, lane)
-        self.stash_partials(acc, red, warp, lane)
-        self.epilogue(red, Int64(meta[(g, 2)]), mg, ng, blk, tidx)
+        self.partial_sums(red, ring, data, scales, kg, warp, lane, rank)
+        if cutlass.const_expr(self.k_split == 1):
+            self.epilogue(red, Int64(meta[(g, 2)]), mg, ng, blk, tidx)
+        else:
+            if rank == 0:  # (rank 0's red holds the cluster's sums)
+                self.epilogue(red, Int64(meta[(g, 2)]), mg, ng, blk, tidx)
 
     @cute.jit
     def epilogue(self, red, c_g, mg, ng, blk, tidx):
@@ -132,12 +144,12 @@ class Sm90GroupedSkinnyMaskedKernel(Sm90GroupedSkinnyKernel):
         # (17,) prefix sums, or the wide table's (ctas,) map of (g << 16) | block
         offs = cute.make_tensor(offs_ptr, cute.make_layout(MAX_GROUPS + 1 if groups == MAX_GROUPS else ctas))
         counts = cute.make_tensor(counts_ptr, cute.make_layout(groups))
-        self.kernel_masked(meta, offs, counts).launch(grid=[ctas, 1, 1], block=[self.threads, 1, 1], stream=stream)
+        self.launch(self.kernel_masked(meta, offs, counts), (ctas, 1), stream)
 
     @cute.kernel
     def kernel_masked(self, meta: cute.Tensor, offs: cute.Tensor, counts: cute.Tensor):
         tidx, _, _ = cute.arch.thread_idx()
-        bx, _, _ = cute.arch.block_idx()
+        bx, _, rank = cute.arch.block_idx()
         warp = cute.arch.make_warp_uniform(tidx // 32)
         lane = tidx % 32
         if cutlass.const_expr(self.config.table_groups == MAX_GROUPS):
@@ -152,7 +164,7 @@ class Sm90GroupedSkinnyMaskedKernel(Sm90GroupedSkinnyKernel):
         # scheduled form's, exp. 147), reads and writes nothing here)
         if mg > 0:
             if mg <= self.tokens:
-                self.run_cta(meta, g, blk, mg, tidx, warp, lane)
+                self.run_cta(meta, g, blk, mg, tidx, warp, lane, rank)
 
 
 def kernel_class(config: KernelConfig):

@@ -13,8 +13,8 @@ Work split: a CTA owns R = tile M (16, 32 or, grouped only, 64: one, two or four
 groups; exp. 155) consecutive rows of
 each of its `num_b` B matrices (dual: B1 and B2; grouped: B_g) and all M (<= tile N, 8 or
 16) rows of A; its W = k_warps warps split K into 128-code chunks, warp w taking the
-contiguous chunks [w C / W, (w + 1) C / W), C = K / 128 (dual with k_split > 1: the W = k_warps x
-k_split warps of a cluster of CTAs split K, and their partial sums meet in rank 0; exp. 165).  Per chunk lane (g = lane / 4,
+contiguous chunks [w C / W, (w + 1) C / W), C = K / 128 (with k_split > 1: the W = k_warps x
+k_split warps of a cluster of CTAs split K, and their partial sums meet in rank 0; exps. 165, 168).  Per chunk lane (g = lane / 4,
 tq = lane % 4) copies 16 bytes (32 codes) of rows g and g + 8 of each row group of each B
 and of A rows g (and g + 8 when the tile N is 16; rows past M are clamped to M - 1 and their
 outputs dropped), plus one 32-bit word of each row's permuted scales, into its own slots of
@@ -67,7 +67,7 @@ class Sm90SkinnyCore:
         self.n8 = self.tokens // 8
         self.k_warps = config.k_warps
         self.threads = 32 * self.k_warps
-        # dual only: CTAs of a cluster splitting K (exp. 165); warps of the whole cluster
+        # CTAs of a cluster splitting K (exps. 165, 168); warps of the whole cluster
         self.k_split = config.k_split
         self.total_warps = self.k_warps * self.k_split
         # operand rows a lane loads per chunk: (B, row group, +0 / +8) of each B, then A
@@ -239,6 +239,40 @@ class Sm90SkinnyCore:
             self.read_chunk(buf, ring, i % self.ring_stages, lane)
             self.mma_chunk(buf, acc, lane)
         return acc
+
+    # ------------------------------------------------------------------ launch, K split
+
+    def launch(self, launcher, grid_xy, stream):
+        """Launch `launcher` (the kernel's launch object) on grid (x, y) of CTAs; with k_split > 1
+        each grid point is a cluster of k_split CTAs along z (exp. 165; grouped: exp. 168)."""
+        if self.k_split == 1:
+            launcher.launch(grid=[*grid_xy, 1], block=[self.threads, 1, 1], stream=stream)
+        else:
+            launcher.launch(grid=[*grid_xy, self.k_split], block=[self.threads, 1, 1],
+                            cluster=[1, 1, self.k_split], stream=stream)
+
+    @cute.jit
+    def cluster_start(self):
+        """With k_split > 1, at kernel entry (before any CTA of the cluster can store into
+        another's shared memory): arrive on the cluster barrier whose wait `partial_sums` makes
+        before its remote stores, so every CTA's shared memory is live by then."""
+        if cutlass.const_expr(self.k_split > 1):
+            cute.arch.cluster_arrive_relaxed()
+
+    @cute.jit
+    def partial_sums(self, red, ring, data, scales, k, warp, lane, rank):
+        """This warp's share of K (`mainloop`; with k_split > 1 its share among the cluster's
+        warps, `rank` the CTA's place in the cluster), then its sums into red (`stash_partials`:
+        rank 0's red with k_split > 1).  After it the CTA (with k_split > 1: rank 0 only) runs
+        the epilogue."""
+        if cutlass.const_expr(self.k_split == 1):
+            acc = self.mainloop(ring, data, scales, k, warp, lane)
+            self.stash_partials(acc, red, warp, lane)
+        else:
+            kw = rank * self.k_warps + warp  # (the warp's index among the cluster's warps)
+            acc = self.mainloop(ring, data, scales, k, kw, lane)
+            cute.arch.cluster_wait()
+            self.stash_partials(acc, red, kw, lane)
 
     # ------------------------------------------------------------------ partial sums
 

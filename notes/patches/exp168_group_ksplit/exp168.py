@@ -1,0 +1,83 @@
+"""Exp. 168: the grouped skinny kernel with K split over a cluster of k_split CTAs (exp. 165's
+mechanism, now in skinny.Sm90SkinnyCore for both kernels) for small launches.
+`python3 exp168.py [set] [rounds]` (from the repo root; writes $OUT/exp168*.json).  Each config
+compiled once (the grouped kernels take shapes at run time), each structure timed in alternating
+rounds (L2 flushed, median of 30 per round), every variant checked once per structure (C
+poisoned).  Variant = (B rows, k_warps, ab_stages, k_split), None = the rule; B rows None = the
+rule's."""
+import json, os, sys, tempfile, time
+sys.path.insert(0, "benchmarks")
+import torch
+import timing as T
+import configs
+import reference as R
+from nvfp4gemm import harness
+
+SETS = {
+    # (G, N, K) structures x M_g in (1, 16): launches of 16-512 CTAs under the rule
+    "168": ([(g, n, k) for g, n, k in ((1, 512, 7168), (1, 1024, 7168), (1, 2048, 7168), (2, 1024, 4096),
+                                       (2, 2048, 7168), (4, 1024, 2048), (4, 2048, 2048), (8, 2048, 2048),
+                                       (16, 2048, 768), (16, 2048, 2048), (4, 1024, 7168), (8, 1024, 4096))],
+             (1, 16),
+             [None, (None, None, None, 2), (16, 4, 3, 2), (16, 2, 3, 2), (32, 2, 2, 2), (32, 1, 2, 2)]),
+}
+
+
+def make_config(rule, v):
+    if v is None:
+        return rule
+    rows, kw, ab, ks = v
+    return configs.KernelConfig("group", "sm_90a", (rows or rule.mma_tile_mn[0], rule.mma_tile_mn[1]), skinny=True,
+                                k_warps=kw or rule.k_warps, ab_stages=ab or rule.ab_stages, k_split=ks)
+
+
+def sweep(structs, ms, variants, rounds=3):
+    out = {"device": torch.cuda.get_device_name(), "rows": []}
+    timer = T.Timer(30)
+    t0 = time.time()
+    for g, n, k in structs:
+        for m in ms:
+            shape = ((m, n, k),) * g
+            rule = configs.sm90_group_skinny(shape)
+            data = R.generate_input([m] * g, [n] * g, [k] * g, g, 1680, device="cuda", poison_padding=True)
+            outs = [c for _, _, c in data[0]]
+            cfgs, seen = [], set()
+            for v in variants:
+                c = make_config(rule, v)
+                if c in seen or configs.check_config(c) or not configs.fits(c, shape):
+                    continue
+                seen.add(c)
+                ck = harness.compile_kernel("group", "sm_90a", c, shape, dump_dir=tempfile.mkdtemp())
+                mod, _ = harness.kernel_module("group", "sm_90a", c)
+                args = mod.runtime_args(data, c, torch.cuda.current_stream())
+                for o in outs:
+                    o.fill_(float("nan"))
+                ck.fn(*args)
+                torch.cuda.synchronize()
+                ok = not any(torch.isnan(o).any() for o in outs) and R.check_implementation(data, outs)[0]
+                cfgs.append((v, c, ck, args, ok))
+            times = {str(v): [] for v, *_ in cfgs}
+            for rnd in range(rounds):
+                for v, c, ck, args, ok in (cfgs if rnd % 2 == 0 else cfgs[::-1]):
+                    times[str(v)].append(timer(lambda: ck.fn(*args)))
+            base = min(times["None"])
+            for v, c, ck, args, ok in cfgs:
+                t = min(times[str(v)])
+                ctas = sum(nn // c.mma_tile_mn[0] for _, nn, _ in shape) * c.k_split
+                row = {"shape": [g, m, n, k], "variant": v, "config": c.short(), "regs": ck.registers, "ok": ok,
+                       "ctas": ctas, "us": times[str(v)], "ratio": t / base}
+                out["rows"].append(row)
+                print(json.dumps({"s": [g, m, n, k], "cfg": c.short(), "ctas": ctas, "regs": ck.registers, "ok": ok,
+                                  "us": round(t, 2), "ratio": round(t / base, 3), "t": round(time.time() - t0)}),
+                      flush=True)
+            torch.cuda.empty_cache()
+    return out
+
+
+if __name__ == "__main__":
+    which = sys.argv[1] if len(sys.argv) > 1 else "168"
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    res = sweep(*SETS[which], rounds=rounds)
+    os.makedirs(os.environ.get("OUT", "/tmp"), exist_ok=True)
+    with open(os.path.join(os.environ.get("OUT", "/tmp"), f"exp{which}.json"), "w") as f:
+        json.dump(res, f, indent=1)
