@@ -1840,7 +1840,7 @@ def sm90_dual_skinny(shape) -> KernelConfig:
     m, n, k, l = shape
     tn = 8 if m <= 8 else 16
     ctas = (n // 16) * l
-    if 2 * ctas <= SM_COUNT["sm_90a"] and k >= SKINNY_DUAL_K_SPLIT_MIN_K:
+    if 2 * ctas <= SM_COUNT["sm_90a"] and k >= SKINNY_K_SPLIT_MIN_K:
         return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=4, ab_stages=3, k_split=2)
     if tn == 16:
         if ctas <= SM_COUNT["sm_90a"] and k >= SKINNY_DUAL_ONE_WAVE_MIN_K:
@@ -1855,8 +1855,9 @@ def sm90_dual_skinny(shape) -> KernelConfig:
 # exp. 164: the dual skinny rule's one-wave term (16 A rows, <= one CTA per SM: 4 warps, 3 stages)
 # from this K (at K 1536, 3 chunks per warp, 4 warps lost 1.01-1.02x)
 SKINNY_DUAL_ONE_WAVE_MIN_K = 2048
-# exp. 165: the dual skinny rule's K split over 2-CTA clusters (<= 66 CTAs before the split) from this K
-SKINNY_DUAL_K_SPLIT_MIN_K = 5120
+# exp. 165 (dual) and 168 (grouped, every K_g): the skinny rules' K split over 2-CTA clusters (<= 66
+# CTAs before the split) from this K
+SKINNY_K_SPLIT_MIN_K = 5120
 SKINNY_DUAL_TWO_WARP_MAX_K = 4096  # exp. 156: the dual skinny rule's 2-warp CTAs (16 A rows) up to this K
 # Exp. 159: resident 16x16 dual skinny CTAs per SM by warps per CTA (2 stages; ptxas: 123 registers,
 # so 4 CTAs of 128 threads or 8 of 64 fill the 64K-register file)
@@ -1891,18 +1892,36 @@ def sm90_group_skinny(shape) -> KernelConfig:
     K_g <= 2048 and there are >= 3 such CTAs per SM -- the A rows' decode, a third of the 32-row
     CTA's, is shared by twice the B rows: 0.92-0.985x on 8 cases (256 experts of N 2048 K 768:
     107 -> 98 us); with 8 A rows 1.03-1.05x, at K 4096-7168 0.99-1.12x, and with 1.9 CTAs per
-    SM (g8 N2048 K2048) 1.33x, so those keep 32 rows; not run on an H200."""
+    SM (g8 N2048 K2048) 1.33x, so those keep 32 rows; not run on an H200.  Exp. 168 (H100,
+    2026-11-27, the kernel alone on 1-16 groups, M_g 1 / 16): (1) the 1-warp CTAs only from 8
+    32-row CTAs per SM (sum N_g / 32 >= 1056); below, 2 warps and 2 stages: 0.77-1.0x on 21 shapes
+    of 256-1024 32-row CTAs (e.g. 4 x N 2048 K 2048 16.1 -> 12.3 us), 0.98-1.0x at 1280 (left to 1
+    warp), 1.06-1.12x at 1792-2048; (2) 16-row CTAs (sum N_g / 16 <= 66) at every K_g >= 5120
+    split K over 2-CTA clusters (the dual rule's, exp. 165): 0.74-0.94x on 17 of 18 shapes (1 x N
+    512 K 16384 16.4 -> 12.1 us), 0.998x on one; at K 4096 0.955-1.024x, at 128 CTAs 0.98-1.2x.
+    Not run on an H200."""
+    sms = SM_COUNT["sm_90a"]
     tn = 8 if max(m for m, _, _ in shape) <= 8 else 16
-    tm = 32 if sum(n // 32 for _, n, _ in shape) >= SM_COUNT["sm_90a"] else 16
+    ctas32 = sum(n // 32 for _, n, _ in shape)
+    tm = 32 if ctas32 >= sms else 16
     if tm == 32 and max(k for _, _, k in shape) <= SKINNY_ONE_WARP_MAX_K:
-        if tn == 16 and sum(n // 64 for _, n, _ in shape) >= SKINNY_64_ROWS_MIN_CTAS_PER_SM * SM_COUNT["sm_90a"]:
-            tm = 64  # (exp. 155: one A decode per 64 B rows; N_g % 64 == 0 is a shape rule)
-        return KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=1, ab_stages=2)
+        if tn == 16 and sum(n // 64 for _, n, _ in shape) >= SKINNY_64_ROWS_MIN_CTAS_PER_SM * sms:
+            # (exp. 155: one A decode per 64 B rows; N_g % 64 == 0 is a shape rule)
+            return KernelConfig("group", "sm_90a", (64, tn), skinny=True, k_warps=1, ab_stages=2)
+        if ctas32 >= SKINNY_ONE_WARP_MIN_CTAS_PER_SM * sms:
+            return KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=1, ab_stages=2)
+        # (exp. 168: fewer 1-warp CTAs per SM keep too few loads in flight)
+        return KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=2, ab_stages=2)
+    # (exp. 168: <= one 2-CTA cluster per SM at long K -- the dual rule's K split, exp. 165)
+    split = tm == 16 and 2 * sum(n // 16 for _, n, _ in shape) <= sms \
+        and min(k for _, _, k in shape) >= SKINNY_K_SPLIT_MIN_K
     return KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=2 if tm == 32 else 4,
-                        ab_stages=2 if (tm, tn) == (32, 16) else 3)
+                        ab_stages=2 if (tm, tn) == (32, 16) else 3, k_split=2 if split else 1)
 
 
 SKINNY_ONE_WARP_MAX_K = 2048  # exp. 154: the grouped skinny rule's 1-warp CTAs up to this K_g
+# Exp. 168: ... and from this many 32-row CTAs per SM (H100: at 2-8 per SM 2-warp CTAs ran 0.77-0.97x)
+SKINNY_ONE_WARP_MIN_CTAS_PER_SM = 8
 # Exp. 155: 64 B rows per 1-warp CTA (16 A rows) where there are at least this many such CTAs
 # per SM (H100: 3.9 per SM gained 3-3.5%, 1.9 lost 1.33x)
 SKINNY_64_ROWS_MIN_CTAS_PER_SM = 3

@@ -135,6 +135,21 @@ def test_masked_skinny():
     assert gemm.cfg.skinny and gemm.cfg.masked and len(gemm.configs) == 1, gemm.cfg.short()
 
 
+@pytest.mark.parametrize("caps,n,k,expect", [
+    ([16, 3], 256, 7168, (16, 4, 2)),  # 32 16-row CTAs at K 7168: 2-CTA clusters splitting K (exp. 168)
+    ([16, 9, 16, 5], 2048, 2048, (32, 2, 1)),  # 256 32-row CTAs at K 2048: 2 warps, not 1 (exp. 168)
+], ids=["ksplit", "two_warps"])
+def test_masked_skinny_small_launches(caps, n, k, expect):
+    """The masked skinny kernel in exp. 168's rule picks for small launches: counts 0 .. capacity,
+    past it, negative; the K-split clusters return together for an empty group."""
+    _sm90_only()
+    rnd = random.Random(1680)
+    sets = [[0] * len(caps), caps, [rnd.randint(0, c) for c in caps], [40, -2] + caps[2:]]
+    gemm, _data, _ref = _masked_calls(caps, n, k, sets, 1680)
+    cfg = gemm.cfg
+    assert cfg.skinny and cfg.masked and (cfg.mma_tile_mn[0], cfg.k_warps, cfg.k_split) == expect, cfg.short()
+
+
 _WIDE_24 = ([16, 7, 12, 16] * 6, 2048, 1024, 1)  # 24 groups, skinny: one launch of the wide table (exp. 153)
 _MIXED_40 = ([64, 128, 256, 96, 200] * 8, 1024, 2048, 3)  # 40 groups, mixed form: 12 + 12 + 16 (exp. 152)
 _WIDE_260 = ([16, 5, 9, 16] * 65, 256, 512, 2)  # 260 groups, skinny: two wide-table launches, 128 + 132

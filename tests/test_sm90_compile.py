@@ -232,10 +232,22 @@ def test_group_skinny_rule_and_can_implement():
         Sm90GroupedSkinnyKernel.can_implement(cfg, shape)
         assert configs.grouped_tile_offsets(cfg, shape)[-1] == sum(n // tile[0] for _, n, _ in shape)
     assert not configs.select_config("group", "sm_90a", ((16, 4096, 7168), (17, 4096, 7168))).skinny
-    # warps splitting K in 32-row CTAs: 1 up to K_g 2048 (exp. 154), else 2 (exp. 151)
+    # warps splitting K in 32-row CTAs: 1 up to K_g 2048 (exp. 154) from 8 CTAs per SM (exp. 168:
+    # 9 x 4096 / 32 = 1152 >= 1056), else 2 (exp. 151)
     for k, kw in ((768, 1), (2048, 1), (2304, 2), (7168, 2)):
-        assert configs.sm90_group_skinny(((8, 4096, k),) * 8).k_warps == kw, k
+        assert configs.sm90_group_skinny(((8, 4096, k),) * 9).k_warps == kw, k
     assert configs.sm90_group_skinny(((8, 4096, 2048), (8, 4096, 7168))).k_warps == 2  # (the largest K_g)
+    # exp. 168: below 8 32-row CTAs per SM (1024 < 1056), 2 warps and 2 stages; 64-row CTAs keep 1 warp
+    for shape, tile, kw, ab in ((((8, 4096, 2048),) * 8, (32, 8), 2, 2), (((16, 2048, 2048),) * 4, (32, 16), 2, 2),
+                                (((1, 2048, 1024),) * 3, (32, 8), 2, 2), (((16, 4096, 1024),) * 8, (64, 16), 1, 2),
+                                (((1, 4224, 2048),) * 8, (32, 8), 1, 2)):
+        cfg = configs.sm90_group_skinny(shape)
+        assert (cfg.mma_tile_mn, cfg.k_warps, cfg.ab_stages, cfg.k_split) == (tile, kw, ab, 1), (shape, cfg.short())
+    # exp. 168: 2-CTA clusters splitting K where 2 x sum N_g / 16 <= 132 and every K_g >= 5120
+    for shape, ks in ((((16, 512, 7168),), 2), (((1, 1024, 5120), (3, 32, 8192)), 2), (((1, 1072, 5120),), 1),
+                      (((16, 512, 7168), (16, 256, 4096)), 1), (((16, 512, 4864),), 1), (((1, 256, 16384),) * 4, 2)):
+        cfg = configs.sm90_group_skinny(shape)
+        assert (cfg.mma_tile_mn[0], cfg.k_warps, cfg.ab_stages, cfg.k_split) == (16, 4, 3, ks), (shape, cfg.short())
     cfg = configs.sm90_group_skinny(((8, 4096, 7168),) * 8)
     with pytest.raises(ValueError, match="group 1: M=9 exceeds the skinny tile's 8 A rows"):
         Sm90GroupedSkinnyKernel.can_implement(cfg, ((8, 4096, 7168), (9, 4096, 7168)))

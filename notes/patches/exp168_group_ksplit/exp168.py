@@ -6,6 +6,7 @@ rounds (L2 flushed, median of 30 per round), every variant checked once per stru
 poisoned).  Variant = (B rows, k_warps, ab_stages, k_split), None = the rule; B rows None = the
 rule's."""
 import json, os, sys, tempfile, time
+from dataclasses import replace
 sys.path.insert(0, "benchmarks")
 import torch
 import timing as T
@@ -33,15 +34,39 @@ SETS = {
               (8, 4096, 2048), (10, 4096, 2048), (16, 2560, 1536), (8, 7168, 2048), (16, 3584, 1024), (16, 4096, 2048)],
              (1, 16),
              [None, (16, 2, 3, 1), (16, 2, 2, 1), (32, 2, 2, 1), (16, 4, 3, 1)]),
+    # check of the rule on new shapes: "old" = the rule before exp. 168 (1 warp at any CTA count, no K split)
+    "168d": ([(2, 3072, 2048), (5, 2048, 1536), (3, 7168, 1024), (7, 4096, 2048), (14, 2048, 2048), (6, 5120, 2048),
+              (1, 14336, 2048), (4, 1536, 768), (9, 3072, 512), (1, 384, 6144), (2, 256, 10240), (1, 960, 7168),
+              (4, 128, 8192), (1, 640, 12288), (2, 448, 5120)],
+             (4, 16),
+             [None, "old"]),
 }
+
+
+def old_rule(shape):
+    """configs.sm90_group_skinny as it was before exp. 168 (no K split; 1 warp for 32-row tiles at
+    K <= 2048 at any CTA count)."""
+    tn = 8 if max(m for m, _, _ in shape) <= 8 else 16
+    tm = 32 if sum(n // 32 for _, n, _ in shape) >= 132 else 16
+    if tm == 32 and max(k for _, _, k in shape) <= 2048:
+        if tn == 16 and sum(n // 64 for _, n, _ in shape) >= 3 * 132:
+            tm = 64
+        return configs.KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=1, ab_stages=2)
+    return configs.KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=2 if tm == 32 else 4,
+                                ab_stages=2 if (tm, tn) == (32, 16) else 3)
 
 
 def make_config(rule, v):
     if v is None:
         return rule
+    if v == "old":
+        return old_rule(SHAPE[0])
     rows, kw, ab, ks = v
     return configs.KernelConfig("group", "sm_90a", (rows or rule.mma_tile_mn[0], rule.mma_tile_mn[1]), skinny=True,
                                 k_warps=kw or rule.k_warps, ab_stages=ab or rule.ab_stages, k_split=ks)
+
+
+SHAPE = [None]  # (the structure being swept, for the "old" variant)
 
 
 def sweep(structs, ms, variants, rounds=3):
@@ -52,6 +77,9 @@ def sweep(structs, ms, variants, rounds=3):
         for m in ms:
             shape = ((m, n, k),) * g
             rule = configs.sm90_group_skinny(shape)
+            SHAPE[0] = shape
+            if "old" in variants and old_rule(shape) == rule:
+                continue  # (exp. 168 changed nothing here)
             data = R.generate_input([m] * g, [n] * g, [k] * g, g, 1680, device="cuda", poison_padding=True)
             outs = [c for _, _, c in data[0]]
             cfgs, seen = [], set()
