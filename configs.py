@@ -1894,12 +1894,15 @@ def sm90_group_skinny(shape) -> KernelConfig:
     107 -> 98 us); with 8 A rows 1.03-1.05x, at K 4096-7168 0.99-1.12x, and with 1.9 CTAs per
     SM (g8 N2048 K2048) 1.33x, so those keep 32 rows; not run on an H200.  Exp. 168 (H100,
     2026-11-27, the kernel alone on 1-16 groups, M_g 1 / 16): (1) the 1-warp CTAs only from 8
-    32-row CTAs per SM (sum N_g / 32 >= 1056); below, 2 warps and 2 stages: 0.77-1.0x on 21 shapes
-    of 256-1024 32-row CTAs (e.g. 4 x N 2048 K 2048 16.1 -> 12.3 us), 0.98-1.0x at 1280 (left to 1
-    warp), 1.06-1.12x at 1792-2048; (2) 16-row CTAs (sum N_g / 16 <= 66) at every K_g >= 5120
-    split K over 2-CTA clusters (the dual rule's, exp. 165): 0.74-0.94x on 17 of 18 shapes (1 x N
-    512 K 16384 16.4 -> 12.1 us), 0.998x on one; at K 4096 0.955-1.024x, at 128 CTAs 0.98-1.2x.
-    Not run on an H200."""
+    32-row CTAs per SM (sum N_g / 32 >= 1056), or 4 where every K_g <= 1024; below, 2 warps and 2
+    stages: 0.77-1.0x on 21 shapes of 256-1024 32-row CTAs (e.g. 4 x N 2048 K 2048 16.1 -> 12.3
+    us), 0.98-1.0x at 1280 (left to 1 warp), 1.06-1.12x at 1792-2048; the check on 26 new
+    (shape, M_g) pairs ran 0.75-0.95x, but 1.02-1.07x at K 512-1024 with 672-864 CTAs (hence the
+    short-K bound; its check: notes/sm90.md exp. 168); (2) 16-row CTAs (sum N_g / 16 <= 66) at
+    every K_g >= 5120 split K over 2-CTA clusters (the dual rule's, exp. 165): 0.74-0.94x on 17
+    of 18 shapes (1 x N 512 K 16384 16.4 -> 12.1 us), 0.998x on one, and 0.80-0.95x on 11 of 12
+    check pairs (1.002x on one); at K 4096 0.955-1.024x, at 128 CTAs 0.98-1.2x.  Not run on an
+    H200."""
     sms = SM_COUNT["sm_90a"]
     tn = 8 if max(m for m, _, _ in shape) <= 8 else 16
     ctas32 = sum(n // 32 for _, n, _ in shape)
@@ -1908,7 +1911,8 @@ def sm90_group_skinny(shape) -> KernelConfig:
         if tn == 16 and sum(n // 64 for _, n, _ in shape) >= SKINNY_64_ROWS_MIN_CTAS_PER_SM * sms:
             # (exp. 155: one A decode per 64 B rows; N_g % 64 == 0 is a shape rule)
             return KernelConfig("group", "sm_90a", (64, tn), skinny=True, k_warps=1, ab_stages=2)
-        if ctas32 >= SKINNY_ONE_WARP_MIN_CTAS_PER_SM * sms:
+        short_k = max(k for _, _, k in shape) <= SKINNY_SHORT_K
+        if ctas32 >= (SKINNY_ONE_WARP_MIN_CTAS_PER_SM_SHORT_K if short_k else SKINNY_ONE_WARP_MIN_CTAS_PER_SM) * sms:
             return KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=1, ab_stages=2)
         # (exp. 168: fewer 1-warp CTAs per SM keep too few loads in flight)
         return KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=2, ab_stages=2)
@@ -1920,8 +1924,12 @@ def sm90_group_skinny(shape) -> KernelConfig:
 
 
 SKINNY_ONE_WARP_MAX_K = 2048  # exp. 154: the grouped skinny rule's 1-warp CTAs up to this K_g
-# Exp. 168: ... and from this many 32-row CTAs per SM (H100: at 2-8 per SM 2-warp CTAs ran 0.77-0.97x)
+# Exp. 168: ... and from this many 32-row CTAs per SM (H100: below, 2-warp CTAs ran 0.75-1.0x), or
+# from 4 per SM where every K_g <= SKINNY_SHORT_K (at 5-6.5 per SM and K 512-1024, 2 warps lost
+# 1.02-1.07x)
 SKINNY_ONE_WARP_MIN_CTAS_PER_SM = 8
+SKINNY_ONE_WARP_MIN_CTAS_PER_SM_SHORT_K = 4
+SKINNY_SHORT_K = 1024
 # Exp. 155: 64 B rows per 1-warp CTA (16 A rows) where there are at least this many such CTAs
 # per SM (H100: 3.9 per SM gained 3-3.5%, 1.9 lost 1.33x)
 SKINNY_64_ROWS_MIN_CTAS_PER_SM = 3

@@ -237,10 +237,14 @@ def test_group_skinny_rule_and_can_implement():
     for k, kw in ((768, 1), (2048, 1), (2304, 2), (7168, 2)):
         assert configs.sm90_group_skinny(((8, 4096, k),) * 9).k_warps == kw, k
     assert configs.sm90_group_skinny(((8, 4096, 2048), (8, 4096, 7168))).k_warps == 2  # (the largest K_g)
-    # exp. 168: below 8 32-row CTAs per SM (1024 < 1056), 2 warps and 2 stages; 64-row CTAs keep 1 warp
+    # exp. 168: below 8 32-row CTAs per SM (1024 < 1056; 4 at short K), 2 warps and 2 stages; 64-row
+    # CTAs keep 1 warp
     for shape, tile, kw, ab in ((((8, 4096, 2048),) * 8, (32, 8), 2, 2), (((16, 2048, 2048),) * 4, (32, 16), 2, 2),
                                 (((1, 2048, 1024),) * 3, (32, 8), 2, 2), (((16, 4096, 1024),) * 8, (64, 16), 1, 2),
-                                (((1, 4224, 2048),) * 8, (32, 8), 1, 2)):
+                                (((1, 4224, 2048),) * 8, (32, 8), 1, 2),
+                                # (every K_g <= 1024: from 4 CTAs per SM, 528)
+                                (((4, 2048, 1024),) * 8, (32, 8), 2, 2), (((4, 2048, 1024),) * 9, (32, 8), 1, 2),
+                                (((4, 2048, 1024),) * 8 + ((4, 2048, 1536),), (32, 8), 2, 2)):
         cfg = configs.sm90_group_skinny(shape)
         assert (cfg.mma_tile_mn, cfg.k_warps, cfg.ab_stages, cfg.k_split) == (tile, kw, ab, 1), (shape, cfg.short())
     # exp. 168: 2-CTA clusters splitting K where 2 x sum N_g / 16 <= 132 and every K_g >= 5120
