@@ -1895,13 +1895,13 @@ def sm90_group_skinny(shape) -> KernelConfig:
     SM (g8 N2048 K2048) 1.33x, so those keep 32 rows; not run on an H200.  Exp. 168 (H100,
     2026-11-27, the kernel alone on 1-16 groups, M_g 1 / 16): (1) the 1-warp CTAs only from 8
     32-row CTAs per SM (sum N_g / 32 >= 1056), or 4 where every K_g <= 1024; below, 2 warps and 2
-    stages: 0.77-1.0x on 21 shapes of 256-1024 32-row CTAs (e.g. 4 x N 2048 K 2048 16.1 -> 12.3
-    us), 0.98-1.0x at 1280 (left to 1 warp), 1.06-1.12x at 1792-2048; the check on 26 new
-    (shape, M_g) pairs ran 0.75-0.95x, but 1.02-1.07x at K 512-1024 with 672-864 CTAs (hence the
-    short-K bound; its check: notes/sm90.md exp. 168); (2) 16-row CTAs (sum N_g / 16 <= 66) at
+    stages: 0.77-1.0x on 27 (shape, M_g) pairs of 256-1024 32-row CTAs (e.g. 4 x N 2048 K 2048 16.1 -> 12.3
+    us), 0.98-1.0x at 1280 (left to 1 warp), 1.05-1.12x at 1792-2048; the check on 14 new
+    (shape, M_g) pairs ran 0.75-0.95x on 12, but 1.02-1.07x at K 512-1024 with 672-864 CTAs
+    (hence the short-K bound; its check: notes/sm90.md exp. 168); (2) 16-row CTAs (sum N_g / 16 <= 66) at
     every K_g >= 5120 split K over 2-CTA clusters (the dual rule's, exp. 165): 0.74-0.94x on 17
     of 18 shapes (1 x N 512 K 16384 16.4 -> 12.1 us), 0.998x on one, and 0.80-0.95x on 11 of 12
-    check pairs (1.002x on one); at K 4096 0.955-1.024x, at 128 CTAs 0.98-1.2x.  Not run on an
+    check pairs (1.002x on one); at K 4096 0.955-1.024x, at 128-256 CTAs 0.98-1.35x.  Not run on an
     H200."""
     sms = SM_COUNT["sm_90a"]
     tn = 8 if max(m for m, _, _ in shape) <= 8 else 16
