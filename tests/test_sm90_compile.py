@@ -169,8 +169,10 @@ SKINNY_CASES += [("group", c) for c in sorted({configs.sm90_group_masked_picks((
 SKINNY_CASES += [("group", c) for c in sorted({configs.sm90_group_masked_picks(((m, n, k),) * 40)[0]
                                                for m in (1, 16) for n in (256, 8192) for k in (2048, 7168)},
                                               key=lambda c: c.short())]
-# exp. 168: the masked form split over 2-CTA clusters (its early return is uniform over a cluster)
-SKINNY_CASES += [("group", replace(configs.sm90_group_masked_picks(((16, 512, 7168),), small=True)[0], k_split=2))]
+# exp. 168: the masked form split over 2-CTA clusters (its early return is uniform over a cluster),
+# with the 16-group table and, by the rule, the wide one
+SKINNY_CASES += [("group", configs.sm90_group_masked_picks(((16, 512, 7168),), small=True)[0]),
+                 ("group", configs.sm90_group_masked_picks(((16, 32, 5120),) * 20)[0])]
 
 
 @pytest.mark.parametrize("problem,cfg", SKINNY_CASES, ids=[f"{p}-{c.short()}" for p, c in SKINNY_CASES])
