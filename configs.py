@@ -339,6 +339,10 @@ def check_config(cfg: KernelConfig) -> list[str]:
             errs.append("skinny takes no swap_ab, split_k or cluster")
         if cfg.k_split not in (1, 2, 4, 8):
             errs.append(f"k_split {cfg.k_split}: 1, 2, 4 or 8 CTAs per cluster")
+        if cfg.k_split > 1 and cfg.table_groups > GROUPS_PER_LAUNCH:
+            # (more than 16 groups of N_g % 64 == 0 make more than the 66 16-row CTAs the split is
+            # for (exp. 168): no rule picks it, and it has never run)
+            errs.append(f"k_split {cfg.k_split}: not with the wide table ({cfg.table_groups} groups)")
     else:
         if cfg.a_prepass and cfg.problem == "group" and cfg != sm90_group_mixed(True) \
                 and not (tuple(cfg.mma_tile_mn) in GROUP_MIXED_TILES and cfg == sm90_group_mixed(tile=cfg.mma_tile_mn)) \
