@@ -1905,11 +1905,16 @@ def sm90_group_skinny(shape) -> KernelConfig:
     (hence the short-K bound; its check: notes/sm90.md exp. 168); (2) 16-row CTAs (sum N_g / 16 <= 66) at
     every K_g >= 5120 split K over 2-CTA clusters (the dual rule's, exp. 165): 0.74-0.94x on 17
     of 18 shapes (1 x N 512 K 16384 16.4 -> 12.1 us), 0.998x on one, and 0.80-0.95x on 11 of 12
-    check pairs (1.002x on one); at K 4096 0.955-1.024x, at 128-256 CTAs 0.98-1.35x.  Not run on an
-    H200."""
+    check pairs (1.002x on one); at K 4096 0.955-1.024x, at 128-256 CTAs 0.98-1.35x; (3, exp.
+    168f) with 1-2 32-row CTAs per SM (132 <= sum N_g / 32 < 264), 16-row CTAs of 4 warps and 2
+    stages instead: 0.77-1.04x on 16 fit pairs (geomean 0.887), 0.735-1.002x on 16 check pairs
+    (geomean 0.893; 2 x N 2560 K 7168 M_g 16 27.6 -> 20.3 us).  Not run on an H200."""
     sms = SM_COUNT["sm_90a"]
     tn = 8 if max(m for m, _, _ in shape) <= 8 else 16
     ctas32 = sum(n // 32 for _, n, _ in shape)
+    if sms <= ctas32 < SKINNY_32_ROWS_MIN_CTAS_PER_SM * sms:
+        # (exp. 168f: 1-2 32-row CTAs per SM -- twice as many 16-row ones of 4 warps, 2 stages)
+        return KernelConfig("group", "sm_90a", (16, tn), skinny=True, k_warps=4, ab_stages=2)
     tm = 32 if ctas32 >= sms else 16
     if tm == 32 and max(k for _, _, k in shape) <= SKINNY_ONE_WARP_MAX_K:
         if tn == 16 and sum(n // 64 for _, n, _ in shape) >= SKINNY_64_ROWS_MIN_CTAS_PER_SM * sms:
@@ -1927,6 +1932,9 @@ def sm90_group_skinny(shape) -> KernelConfig:
                         ab_stages=2 if (tm, tn) == (32, 16) else 3, k_split=2 if split else 1)
 
 
+# Exp. 168f: the grouped skinny rule's 32-row CTAs from this many per SM (H100: at 1-2 per SM, 16-row
+# CTAs of 4 warps and 2 stages ran 0.74-1.04x; below 1 per SM the rule already takes 16 rows)
+SKINNY_32_ROWS_MIN_CTAS_PER_SM = 2
 SKINNY_ONE_WARP_MAX_K = 2048  # exp. 154: the grouped skinny rule's 1-warp CTAs up to this K_g
 # Exp. 168: ... and from this many 32-row CTAs per SM (H100: below, 2-warp CTAs ran 0.75-1.0x), or
 # from 4 per SM where every K_g <= SKINNY_SHORT_K (at 5-6.5 per SM and K 512-1024, 2 warps lost

@@ -137,8 +137,9 @@ def test_masked_skinny():
 
 @pytest.mark.parametrize("caps,n,k,expect", [
     ([16, 3], 256, 7168, (16, 4, 2)),  # 32 16-row CTAs at K 7168: 2-CTA clusters splitting K (exp. 168)
-    ([16, 9, 16, 5], 2048, 2048, (32, 2, 1)),  # 256 32-row CTAs at K 2048: 2 warps, not 1 (exp. 168)
-], ids=["ksplit", "two_warps"])
+    ([16, 9, 16, 5, 12, 16], 2048, 2048, (32, 2, 1)),  # 384 32-row CTAs at K 2048: 2 warps, not 1 (exp. 168)
+    ([16, 9, 16, 5], 2048, 2048, (16, 4, 1)),  # 256: 16-row CTAs of 4 warps, 2 stages (exp. 168f)
+], ids=["ksplit", "two_warps", "rows16"])
 def test_masked_skinny_small_launches(caps, n, k, expect):
     """The masked skinny kernel in exp. 168's rule picks for small launches: counts 0 .. capacity,
     past it, negative; the K-split clusters return together for an empty group."""

@@ -213,14 +213,14 @@ def test_skinny_compiles_mma_sync_no_spills(problem, cfg, tmp_path):
 
 def test_group_skinny_rule_and_can_implement():
     """Every M_g <= 16: the skinny grouped kernel, 32 rows of B_g per CTA when that makes at
-    least a CTA per SM (sum N_g / 32 >= 132), else 16, and 64 for 16 A rows at K_g <= 2048 with
-    >= 3 such CTAs per SM (exp. 155); A rows 8 / 16 by the largest M_g; one CTA per tile of rows
-    (the grouped tile offsets); the kernel names what it cannot do."""
+    least 2 CTAs per SM (sum N_g / 32 >= 264, exp. 168f), else 16, and 64 for 16 A rows at K_g <=
+    2048 with >= 3 such CTAs per SM (exp. 155); A rows 8 / 16 by the largest M_g; one CTA per tile
+    of rows (the grouped tile offsets); the kernel names what it cannot do."""
     from nvfp4gemm.sm90.grouped_skinny import Sm90GroupedSkinnyKernel
 
     for shape, tile in ((((8, 4096, 7168),) * 8, (32, 8)), (((1, 256, 7168),), (16, 8)),
                         (((3, 1024, 7168), (16, 1024, 7168)), (16, 16)),
-                        (((1, 2048, 2048), (16, 4096, 512)), (32, 16)),
+                        (((1, 2048, 2048), (16, 4096, 512)), (16, 16)),
                         # exp. 155: 64 rows from 3 x 132 = 396 such CTAs (K_g <= 2048, 16 A rows)
                         (((16, 2048, 768),) * 13, (64, 16)), (((8, 2048, 768),) * 13, (32, 8)),
                         (((16, 2048, 2048),) * 8, (32, 16)), (((16, 4096, 2048),) * 6 + ((9, 768, 1024),), (64, 16)),
@@ -236,17 +236,24 @@ def test_group_skinny_rule_and_can_implement():
     # 9 x 4096 / 32 = 1152 >= 1056), else 2 (exp. 151)
     for k, kw in ((768, 1), (2048, 1), (2304, 2), (7168, 2)):
         assert configs.sm90_group_skinny(((8, 4096, k),) * 9).k_warps == kw, k
-    assert configs.sm90_group_skinny(((8, 4096, 2048), (8, 4096, 7168))).k_warps == 2  # (the largest K_g)
+    assert configs.sm90_group_skinny(((8, 4096, 2048),) + ((8, 4096, 7168),) * 2).k_warps == 2  # (the largest K_g)
     # exp. 168: below 8 32-row CTAs per SM (1024 < 1056; 4 at short K), 2 warps and 2 stages; 64-row
     # CTAs keep 1 warp
-    for shape, tile, kw, ab in ((((8, 4096, 2048),) * 8, (32, 8), 2, 2), (((16, 2048, 2048),) * 4, (32, 16), 2, 2),
-                                (((1, 2048, 1024),) * 3, (32, 8), 2, 2), (((16, 4096, 1024),) * 8, (64, 16), 1, 2),
+    for shape, tile, kw, ab in ((((8, 4096, 2048),) * 8, (32, 8), 2, 2), (((16, 2048, 2048),) * 5, (32, 16), 2, 2),
+                                (((1, 2048, 1024),) * 5, (32, 8), 2, 2), (((16, 4096, 1024),) * 8, (64, 16), 1, 2),
                                 (((1, 4224, 2048),) * 8, (32, 8), 1, 2),
                                 # (every K_g <= 1024: from 4 CTAs per SM, 528)
                                 (((4, 2048, 1024),) * 8, (32, 8), 2, 2), (((4, 2048, 1024),) * 9, (32, 8), 1, 2),
                                 (((4, 2048, 1024),) * 8 + ((4, 2048, 1536),), (32, 8), 2, 2)):
         cfg = configs.sm90_group_skinny(shape)
         assert (cfg.mma_tile_mn, cfg.k_warps, cfg.ab_stages, cfg.k_split) == (tile, kw, ab, 1), (shape, cfg.short())
+    # exp. 168f: 1-2 32-row CTAs per SM (132 <= sum N_g / 32 < 264) -> 16-row CTAs, 4 warps, 2 stages
+    for shape, tile in ((((1, 2048, 2048), (16, 4096, 512)), (16, 16)), (((1, 4224, 7168),), (16, 8)),
+                        (((16, 2048, 768),) * 4, (16, 16)), (((16, 8432, 2048),), (16, 16))):
+        cfg = configs.sm90_group_skinny(shape)
+        assert (cfg.mma_tile_mn, cfg.k_warps, cfg.ab_stages, cfg.k_split) == (tile, 4, 2, 1), (shape, cfg.short())
+    assert configs.sm90_group_skinny(((16, 8448, 2048),)).mma_tile_mn == (32, 16)  # (264 32-row CTAs)
+    assert configs.sm90_group_skinny(((16, 4208, 7168),)).ab_stages == 3  # (131: the 16-row rule before)
     # exp. 168: 2-CTA clusters splitting K where 2 x sum N_g / 16 <= 132 and every K_g >= 5120
     for shape, ks in ((((16, 512, 7168),), 2), (((1, 1024, 5120), (3, 32, 8192)), 2), (((1, 1072, 5120),), 1),
                       (((16, 512, 7168), (16, 256, 4096)), 1), (((16, 512, 4864),), 1), (((1, 256, 16384),) * 4, 2)):
