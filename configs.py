@@ -1877,7 +1877,7 @@ def group_skinny_ok(shape) -> bool:
 def sm90_group_skinny(shape) -> KernelConfig:
     """sm_90a grouped GEMM with every M_g <= 16 (MoE decode; nvfp4gemm/sm90/grouped_skinny.py):
     32 rows of B_g per CTA (two m16 row groups: the per-warp work of the dual kernel's 16 rows
-    of B1 and B2) when that still gives a CTA per SM, else 16, and 64 at short K with many CTAs
+    of B1 and B2) when that still gives 2 CTAs per SM (exp. 168f), else 16, and 64 at short K with many CTAs
     (exp. 155); 2 warps (32 rows, exp. 151; 1 at K_g <= 2048, exp. 154) or 4
     (16 rows) splitting K; A rows held 8 (every M_g <= 8) or 16; 3 cp.async stages, 2 for the
     32 x 16 tile.  H200 (4 warps),
