@@ -1898,8 +1898,8 @@ def sm90_group_skinny(shape) -> KernelConfig:
     107 -> 98 us); with 8 A rows 1.03-1.05x, at K 4096-7168 0.99-1.12x, and with 1.9 CTAs per
     SM (g8 N2048 K2048) 1.33x, so those keep 32 rows; not run on an H200.  Exp. 168 (H100,
     2026-11-27, the kernel alone on 1-16 groups, M_g 1 / 16): (1) the 1-warp CTAs only from 8
-    32-row CTAs per SM (sum N_g / 32 >= 1056), or 4 where every K_g <= 1024; below, 2 warps and 2
-    stages: 0.77-1.0x on 27 (shape, M_g) pairs of 256-1024 32-row CTAs (e.g. 4 x N 2048 K 2048 16.1 -> 12.3
+    32-row CTAs per SM (sum N_g / 32 >= 1056), or 4 where every K_g <= 1024; below, down to (3)'s
+    bound, 2 warps and 2 stages (these numbers include pairs of 132-263 CTAs that (3) now takes): 0.77-1.0x on 27 (shape, M_g) pairs of 256-1024 32-row CTAs (e.g. 4 x N 2048 K 2048 16.1 -> 12.3
     us), 0.98-1.0x at 1280 (left to 1 warp), 1.05-1.12x at 1792-2048; the check on 14 new
     (shape, M_g) pairs ran 0.75-0.95x on 12, but 1.02-1.07x at K 512-1024 with 672-864 CTAs
     (hence the short-K bound; its check: notes/sm90.md exp. 168); (2) 16-row CTAs (sum N_g / 16 <= 66) at
@@ -1911,25 +1911,26 @@ def sm90_group_skinny(shape) -> KernelConfig:
     (geomean 0.893; 2 x N 2560 K 7168 M_g 16 27.6 -> 20.3 us).  Not run on an H200."""
     sms = SM_COUNT["sm_90a"]
     tn = 8 if max(m for m, _, _ in shape) <= 8 else 16
-    ctas32 = sum(n // 32 for _, n, _ in shape)
-    if sms <= ctas32 < SKINNY_32_ROWS_MIN_CTAS_PER_SM * sms:
+    ctas32 = sum(n // 32 for _, n, _ in shape)  # (32-row CTAs the launch would have)
+    if ctas32 < sms:
+        # 16-row CTAs; <= one 2-CTA cluster per SM at long K splits K (exp. 168, the dual rule's
+        # exp. 165)
+        split = 2 * sum(n // 16 for _, n, _ in shape) <= sms and min(k for _, _, k in shape) >= SKINNY_K_SPLIT_MIN_K
+        return KernelConfig("group", "sm_90a", (16, tn), skinny=True, k_warps=4, ab_stages=3,
+                            k_split=2 if split else 1)
+    if ctas32 < SKINNY_32_ROWS_MIN_CTAS_PER_SM * sms:
         # (exp. 168f: 1-2 32-row CTAs per SM -- twice as many 16-row ones of 4 warps, 2 stages)
         return KernelConfig("group", "sm_90a", (16, tn), skinny=True, k_warps=4, ab_stages=2)
-    tm = 32 if ctas32 >= sms else 16
-    if tm == 32 and max(k for _, _, k in shape) <= SKINNY_ONE_WARP_MAX_K:
+    if max(k for _, _, k in shape) <= SKINNY_ONE_WARP_MAX_K:
         if tn == 16 and sum(n // 64 for _, n, _ in shape) >= SKINNY_64_ROWS_MIN_CTAS_PER_SM * sms:
             # (exp. 155: one A decode per 64 B rows; N_g % 64 == 0 is a shape rule)
             return KernelConfig("group", "sm_90a", (64, tn), skinny=True, k_warps=1, ab_stages=2)
         short_k = max(k for _, _, k in shape) <= SKINNY_SHORT_K
         if ctas32 >= (SKINNY_ONE_WARP_MIN_CTAS_PER_SM_SHORT_K if short_k else SKINNY_ONE_WARP_MIN_CTAS_PER_SM) * sms:
-            return KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=1, ab_stages=2)
+            return KernelConfig("group", "sm_90a", (32, tn), skinny=True, k_warps=1, ab_stages=2)
         # (exp. 168: fewer 1-warp CTAs per SM keep too few loads in flight)
-        return KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=2, ab_stages=2)
-    # (exp. 168: <= one 2-CTA cluster per SM at long K -- the dual rule's K split, exp. 165)
-    split = tm == 16 and 2 * sum(n // 16 for _, n, _ in shape) <= sms \
-        and min(k for _, _, k in shape) >= SKINNY_K_SPLIT_MIN_K
-    return KernelConfig("group", "sm_90a", (tm, tn), skinny=True, k_warps=2 if tm == 32 else 4,
-                        ab_stages=2 if (tm, tn) == (32, 16) else 3, k_split=2 if split else 1)
+        return KernelConfig("group", "sm_90a", (32, tn), skinny=True, k_warps=2, ab_stages=2)
+    return KernelConfig("group", "sm_90a", (32, tn), skinny=True, k_warps=2, ab_stages=2 if tn == 16 else 3)
 
 
 # Exp. 168f: the grouped skinny rule's 32-row CTAs from this many per SM (H100: at 1-2 per SM, 16-row

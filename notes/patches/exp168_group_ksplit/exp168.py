@@ -1,6 +1,8 @@
-"""Exp. 168: the grouped skinny kernel with K split over a cluster of k_split CTAs (exp. 165's
-mechanism, now in skinny.Sm90SkinnyCore for both kernels) for small launches.
-`python3 exp168.py [set] [rounds]` (from the repo root; writes $OUT/exp168*.json).  Each config
+"""Exps. 168-169: the grouped skinny kernel's small launches -- K split over a cluster of k_split
+CTAs (exp. 165's mechanism, now in skinny.Sm90SkinnyCore for both kernels), then warps, rows and
+stages per CTA (sets 168, 168b-f, 169; the sets were added between the session's calls, the
+sweep loop is the one every set ran with; "old" (168d) was added before its set ran).
+`python3 exp168.py [set] [rounds]` (from the repo root; writes $OUT/exp<set>.json).  Each config
 compiled once (the grouped kernels take shapes at run time), each structure timed in alternating
 rounds (L2 flushed, median of 30 per round), every variant checked once per structure (C
 poisoned).  Variant = (B rows, k_warps, ab_stages, k_split), None = the rule; B rows None = the
