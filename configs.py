@@ -86,6 +86,11 @@ class KernelConfig:
     # with k_warps warps; their partial sums meet in rank 0's shared memory (distributed shared
     # memory) for its epilogue -- for grids of fewer CTAs than SMs (exps. 165, 168)
     k_split: int = 1
+    # sm_90a skinny dual, for callers whose B1 / B2 and their scales no earlier kernel of the stream
+    # writes (NVFP4_STATIC_B=1): programmatic dependent launch, B's first cp.async stages loaded
+    # before griddepcontrol.wait, launch_dependents after the main loop, so a chain of such calls
+    # overlaps each launch and first loads with the previous call's tail (exp. 170)
+    pdl: bool = False
     # sm_90a mixed-input form (nvfp4gemm/sm90/dual_mixed.py, grouped_mixed.py): a pre-pass
     # decodes A once to fp16, the main kernel TMA-loads it as the wgmma shared-memory operand
     # and decodes B1 / B2 (B_g) straight into wgmma registers (C^T tiles: swap_ab)
@@ -128,7 +133,7 @@ class KernelConfig:
         s = f"{m}x{n} cg{self.cta_group} cl{self.cluster_mn[0]}x{self.cluster_mn[1]} ab{self.ab_stages} acc{self.acc_stages}"
         if self.skinny:
             return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}" + (f" ks{self.k_split}" if self.k_split > 1 else "") + \
-                (" masked" if self.masked else "") + \
+                (" pdl" if self.pdl else "") + (" masked" if self.masked else "") + \
                 (f" g{self.table_groups}" if self.table_groups != GROUPS_PER_LAUNCH else "")
         if self.a_prepass:
             form = {(128, 128): " narrow", (192, 128): " wg3", (128, 256): " wide", (128, 192): " wide192"} \
@@ -307,6 +312,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
                                                      and cfg.masked and cfg.arch == "sm_90a"):
         errs.append(f"table_groups {cfg.table_groups}: {GROUPS_PER_LAUNCH}, or {WIDE_TABLE_GROUPS} for the sm_90a "
                     "masked grouped skinny kernel (its wide table)")
+    if cfg.pdl and not (cfg.arch == "sm_90a" and cfg.skinny and cfg.problem == "dual"):
+        errs.append("pdl (B loaded before griddepcontrol.wait: NVFP4_STATIC_B) is an sm_90a skinny dual option")
     if cfg.k_split != 1 and not (cfg.arch == "sm_90a" and cfg.skinny):
         errs.append(f"k_split {cfg.k_split}: CTAs splitting K are a skinny (sm_90a) option")
     if cfg.masked_above and not (cfg.masked and cfg.device_schedule and 0 < cfg.masked_above <= SKINNY_MAX_M):
@@ -1806,7 +1813,19 @@ def mixed_group_plan(shapes, sms: int, tile=(256, 128), pairs: bool = False, wav
 SKINNY_MAX_M = 16  # dual M / grouped max M_g up to this: the mma.sync kernels on sm_90a (skinny.py)
 
 
-def sm90_dual_skinny(shape) -> KernelConfig:
+def sm90_dual_skinny(shape, static_b: bool | None = None) -> KernelConfig:
+    """The rule's skinny dual config (`_sm90_dual_skinny_rule`); with `static_b` (None:
+    STATIC_B, NVFP4_STATIC_B=1) and a launch of at most SKINNY_PDL_MAX_CTAS CTAs or a K split
+    over clusters, the same config with `pdl` (exp. 170)."""
+    cfg = _sm90_dual_skinny_rule(shape)
+    m, n, k, l = shape
+    if (STATIC_B if static_b is None else static_b) and \
+            (cfg.k_split > 1 or (n // cfg.mma_tile_mn[0]) * l <= SKINNY_PDL_MAX_CTAS):
+        cfg = replace(cfg, pdl=True)
+    return cfg
+
+
+def _sm90_dual_skinny_rule(shape) -> KernelConfig:
     """sm_90a dual GEMM for M <= 16 (nvfp4gemm/sm90/dual_skinny.py): 16 rows of B1 / B2 per
     CTA, 4 warps splitting K (2 for 16 A rows at K <= 4096 or 529-1056 CTAs: exps. 156, 159;
     4 with 3 stages for 16 A rows in one wave of at most one CTA per SM from K 2048: exp. 164;
@@ -1855,6 +1874,19 @@ def sm90_dual_skinny(shape) -> KernelConfig:
             return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=2, ab_stages=3)
     return KernelConfig("dual", "sm_90a", (16, tn), skinny=True, k_warps=4, ab_stages=3 if tn == 8 else 2)
 
+
+# Exp. 170 (H100, 2026-11-27): callers that promise no earlier kernel of the stream writes B1 / B2 or
+# their scales (a model's weights) -- NVFP4_STATIC_B=1 -- get the skinny dual kernel with programmatic
+# dependent launch: B's first ring stages load before griddepcontrol.wait and the next kernel may
+# start once every CTA has left its main loop.  In CUDA graphs of 16 such calls back to back it ran
+# 0.85-0.90x the plain launch per call at 64 CTAs and with every K-split launch measured (64-128
+# CTAs in clusters of 2), but 1.04-1.24x at 80-256 CTAs of 16 A rows (the next grid's CTAs land
+# beside the previous grid's last ones): so only launches of at most this many CTAs, or split.
+_STATIC_B_ENV = os.environ.get("NVFP4_STATIC_B", "0").strip() or "0"
+if _STATIC_B_ENV not in ("0", "1"):
+    raise ValueError(f"NVFP4_STATIC_B must be 0 or 1, got {_STATIC_B_ENV!r}")
+STATIC_B = _STATIC_B_ENV == "1"
+SKINNY_PDL_MAX_CTAS = SM_COUNT["sm_90a"] // 2
 
 # exp. 164: the dual skinny rule's one-wave term (16 A rows, <= one CTA per SM: 4 warps, 3 stages)
 # from this K (at K 1536, 3 chunks per warp, 4 warps lost 1.01-1.02x)

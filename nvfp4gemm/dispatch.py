@@ -81,7 +81,7 @@ from nvfp4gemm.side_streams import SideStreams
 from nvfp4gemm.validate import (InputError, arch_of_capability, group_rows_match, validate_device, validate_dual,
                                 validate_group)
 
-_PLANS: OrderedDict = OrderedDict()  # (problem, shape, device, dynamic_m) -> plan()
+_PLANS: OrderedDict = OrderedDict()  # (problem, shape, device, dynamic_m, STATIC_B) -> plan()
 PLAN_ENTRIES = 4096
 _SIGS: OrderedDict = OrderedDict()  # input signature -> _Entry (validated, planned)
 SIG_ENTRIES = 4096
@@ -112,8 +112,9 @@ def plan(problem: str, shape, device: torch.device, dynamic_m: bool | None = Non
     call would grow it forever); `dynamic_m`: the rule for M_g that change every call (None:
     configs.DYNAMIC_M)."""
     dynamic_m = configs.DYNAMIC_M if dynamic_m is None else dynamic_m
-    # (keyed by dynamic_m too: a shape planned in both modes must not keep the other mode's pick)
-    key = (problem, shape, device, dynamic_m)
+    # (keyed by dynamic_m and STATIC_B too: a shape planned in both modes must not keep the other
+    # mode's pick)
+    key = (problem, shape, device, dynamic_m, configs.STATIC_B)
     return lru_lookup(_PLANS, key, lambda: _plan(problem, shape, device, dynamic_m), PLAN_ENTRIES)[0]
 
 

@@ -21,7 +21,9 @@ SM90_SKINNY = sorted({configs.select_config("dual", "sm_90a", (m, n, k, 1)) for 
                       for k in (2048, 7168)}  # (exp. 156: 2 warps at K <= 4096 with 16 A rows)
                      | {c for t in ((16, 8), (16, 16), (32, 8), (32, 16)) for w, s in ((1, 2), (8, 3), (2, 6))
                         for c in [configs.KernelConfig("dual", "sm_90a", t, skinny=True, k_warps=w, ab_stages=s)]
-                        if not configs.check_config(c)},
+                        if not configs.check_config(c)}
+                     # (exp. 170: NVFP4_STATIC_B's programmatic dependent launch, plain and K split)
+                     | {configs.sm90_dual_skinny(s, static_b=True) for s in ((16, 1024, 4096, 1), (1, 512, 14336, 1))},
                      key=lambda c: c.short())
 # The sm_90a skinny grouped kernel (every M_g <= 16): the rule's configs (16 / 32 rows x 8 / 16 A
 # rows, 64 x 16 for many CTAs at short K) plus other warp counts, ring depths and K splits.

@@ -905,6 +905,70 @@ def test_dual_skinny_every_config(cfg):
     _run_config(data, "dual", cfg, shape)
 
 
+def _chained_dual_inputs(m, n, k, calls, seed):
+    """`calls` dual inputs where call i + 1's A shares bytes with call i's C (one buffer per link:
+    A is its first M K / 2 bytes, C its first M N 2), so each call reads what the one before it
+    wrote; the rest of A is random.  Every C is NaN-poisoned by the caller before a run."""
+    out = []
+    bufs = [torch.empty(max(m * k // 2, m * n * 2), dtype=torch.uint8, device="cuda") for _ in range(calls + 1)]
+    for i in range(calls):
+        d = list(R.generate_input(m, n, k, 1, seed + i, device="cuda", poison_padding=True))
+        # (where A is longer than the previous C, its other codes stay random)
+        bufs[i][:m * k // 2].copy_(d[0].view(torch.uint8).permute(2, 0, 1).reshape(-1))
+        d[0] = bufs[i][:m * k // 2].view(torch.float4_e2m1fn_x2).view(m, k // 2, 1)
+        d[-1] = bufs[i + 1][:m * n * 2].view(torch.float16).view(m, n, 1)
+        out.append(tuple(d))
+    return out
+
+
+@_sm90_only
+@pytest.mark.parametrize("shape", [
+    (16, 1024, 4096),  # 64 CTAs; A of call i + 1 is exactly C of call i (K = 4 N)
+    (5, 512, 7168),  # 2-CTA clusters splitting K; C of call i is the first part of A of call i + 1
+], ids=str)
+def test_dual_skinny_static_b_chain(shape, monkeypatch):
+    """NVFP4_STATIC_B (exp. 170): the skinny dual kernel under programmatic dependent launch, B
+    loaded before griddepcontrol.wait.  A chain of calls through custom_kernel in which every
+    call's A is (partly) the previous call's C: back to back without a synchronize, then
+    captured in one CUDA graph and replayed; every C poisoned first, every output checked against
+    the reference on the final bytes (a call that read its A before the previous call had
+    finished would read NaN codes or stale ones)."""
+    from nvfp4gemm import dispatch
+
+    m, n, k = shape
+    monkeypatch.setattr(configs, "STATIC_B", True)
+    dispatch.clear_caches()
+    try:
+        cfg = configs.select_config("dual", "sm_90a", (m, n, k, 1))
+        assert cfg.skinny and cfg.pdl, cfg
+        chain = _chained_dual_inputs(m, n, k, 6, 170)
+
+        def checked(what):
+            torch.cuda.synchronize()
+            for i, d in enumerate(chain):
+                assert not torch.isnan(d[-1]).any(), f"{what}: call {i} left C unwritten"
+                ok, msg = R.check_implementation(d, d[-1])
+                assert ok, f"{what}: call {i}: {msg}"
+
+        for rnd in range(2):
+            for d in chain:
+                d[-1].fill_(float("nan"))
+            for d in chain:
+                dispatch.custom_kernel(d)
+            checked(f"eager round {rnd}")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for d in chain:
+                dispatch.custom_kernel(d)
+        for rnd in range(2):
+            for d in chain:
+                d[-1].fill_(float("nan"))
+            g.replay()
+            checked(f"graph replay {rnd}")
+    finally:
+        dispatch.clear_caches()
+
+
 @_sm90_only
 @pytest.mark.parametrize("cfg", SM90_GROUP_SKINNY, ids=lambda c: c.short())
 def test_grouped_skinny_every_config(cfg):

@@ -194,6 +194,18 @@ def test_skinny_compiles_mma_sync_no_spills(problem, cfg, tmp_path):
     assert ("st.shared::cluster" in ptx and "barrier.cluster.wait" in ptx) == (cfg.k_split > 1)
     # B straight from global memory to the warp's ring, no TMA
     assert "cp.async.cg.shared.global" in ptx and "cp.async.bulk" not in ptx
+    if cfg.pdl:  # exp. 170: what runs before griddepcontrol.wait, and where the next kernel is let in
+        body = ptx[ptx.index(".entry"):]
+        pre = body[:body.index("griddepcontrol.wait")]
+        copies = re.findall(r"cp\.async\.(c[ag])\S* \[[^\]]*\], \[[^\]]*\], (\d+)", pre)
+        n_b = 2 * 2 * (cfg.mma_tile_mn[0] // 16) * (cfg.ab_stages - 1)  # (B1, B2) x rows g, g + 8 x stages
+        # only B: its data (.cg, 16 bytes) and scale words (4 bytes) of the prologue's stages,
+        # not committed; no A row, no store
+        assert sorted(copies) == sorted([("cg", "16")] * n_b + [("ca", "4")] * n_b), copies
+        assert "commit_group" not in pre and "st.global" not in pre
+        assert body.rindex("mma.sync") < body.index("griddepcontrol.launch_dependents") < body.index("st.global")
+    else:
+        assert "griddepcontrol" not in ptx
     assert ck.spill_bytes == 0 and ck.stack_bytes == 0, (ck.spill_bytes, ck.stack_bytes)
     assert ck.smem_bytes == configs.smem_bytes(cfg) <= SMEM_LIMIT
     if problem == "group":  # the masked form's kernel takes the counts tensor: one more parameter
@@ -295,6 +307,32 @@ def test_dual_skinny_rule():
                       ((16, 512, 4864, 1), 1), ((3, 256, 16384, 4), 2), ((16, 256, 7168, 5), 1)):
         cfg = configs.select_config("dual", "sm_90a", shape)
         assert cfg.skinny and (cfg.k_warps, cfg.ab_stages, cfg.k_split) == (4, 3, ks), (shape, cfg.short())
+
+
+def test_dual_skinny_static_b_rule(monkeypatch):
+    """Exp. 170: NVFP4_STATIC_B (configs.STATIC_B) gives the skinny dual rule's config `pdl` where
+    it launches at most SKINNY_PDL_MAX_CTAS (66) CTAs or splits K over clusters -- the same config
+    otherwise; unset, nothing changes; pdl is refused outside the skinny dual kernel."""
+    assert configs.SKINNY_PDL_MAX_CTAS == 66
+    for shape, pdl in (((16, 1024, 4096, 1), True), ((8, 1056, 2048, 1), True), ((16, 1072, 4096, 1), False),
+                       ((16, 2048, 4096, 1), False), ((16, 528, 4096, 2), True), ((16, 544, 4096, 2), False),
+                       ((1, 1024, 14336, 1), True), ((16, 640, 8192, 1), True), ((16, 14336, 4096, 1), False)):
+        base = configs.sm90_dual_skinny(shape, static_b=False)
+        cfg = configs.sm90_dual_skinny(shape, static_b=True)
+        assert cfg == (replace(base, pdl=True) if pdl else base), (shape, cfg.short())
+        assert not configs.check_config(cfg), configs.check_config(cfg)
+        assert not configs.select_config("dual", "sm_90a", shape).pdl  # (STATIC_B off: the default)
+        monkeypatch.setattr(configs, "STATIC_B", True)
+        assert configs.select_config("dual", "sm_90a", shape) == cfg
+        monkeypatch.setattr(configs, "STATIC_B", False)
+    monkeypatch.setattr(configs, "STATIC_B", True)
+    assert not configs.select_config("dual", "sm_90a", (256, 1024, 4096, 1)).pdl  # (not skinny)
+    assert not any(c.pdl for c in (configs.select_config("group", "sm_90a", ((8, 1024, 4096),) * 2),
+                                   configs.select_config("dual", "sm_100a", (256, 1024, 4096, 1))))
+    for cfg in (replace(configs.sm90_group_skinny(((8, 1024, 4096),)), pdl=True),
+                replace(configs.select_config("dual", "sm_90a", (256, 1024, 4096, 1)), pdl=True),
+                replace(configs.select_config("dual", "sm_100a", (256, 1024, 4096, 1)), pdl=True)):
+        assert any("pdl" in e for e in configs.check_config(cfg)), cfg.short()
 
 
 def test_skinny_can_implement_names_constraint():

@@ -69,6 +69,8 @@ class Sm90SkinnyCore:
         self.threads = 32 * self.k_warps
         # CTAs of a cluster splitting K (exps. 165, 168); warps of the whole cluster
         self.k_split = config.k_split
+        # programmatic dependent launch with B's first stages before griddepcontrol.wait (exp. 170)
+        self.pdl = config.pdl
         self.total_warps = self.k_warps * self.k_split
         # operand rows a lane loads per chunk: (B, row group, +0 / +8) of each B, then A
         self.b_rows = self.num_b * self.row_groups * 2
@@ -158,18 +160,26 @@ class Sm90SkinnyCore:
     def issue_chunk(self, ring, data, scales, c, stage, lane):
         """cp.async chunk c's 16 data bytes and scale word of every row this lane loads into
         its slots of ring stage `stage` (lane-private: no barrier, only its own waits)."""
+        self.issue_rows(ring, data, scales, c, stage, lane, 0, self.lane_rows, True)
+
+    @cute.jit
+    def issue_rows(self, ring, data, scales, c, stage, lane, lo: cutlass.Constexpr, hi: cutlass.Constexpr,
+                   commit: cutlass.Constexpr):
+        """`issue_chunk` for this lane's operand rows [lo, hi) only (B rows, then A rows: the order
+        of `lane_addresses`); commit: close the stage's cp.async group."""
         base = ring + stage * self.stage_bytes + lane * 16
         sbase = ring + stage * self.stage_bytes + self.lane_rows * 512 + lane * 4
         off = Int64(c) * CHUNK_BYTES
         soff = Int64(c) * (2 * SF_ATOM)
-        for i in cutlass.range_constexpr(self.b_rows):  # B: streamed once, L2 only
+        for i in cutlass.range_constexpr(lo, min(hi, self.b_rows)):  # B: streamed once, L2 only
             decode.cp_async_16(base + i * 512, data[i] + off, Int32(16))
-        for i in cutlass.range_constexpr(self.b_rows, self.lane_rows):
+        for i in cutlass.range_constexpr(max(lo, self.b_rows), hi):
             # A: every CTA reads the same few rows; through L1 (.ca), CTAs on one SM share
             decode.cp_async_16_ca(base + i * 512, data[i] + off)
-        for i in cutlass.range_constexpr(self.lane_rows):
+        for i in cutlass.range_constexpr(lo, hi):
             decode.cp_async_4(sbase + i * 128, scales[i] + soff)
-        cute.arch.cp_async_commit_group()
+        if cutlass.const_expr(commit):
+            cute.arch.cp_async_commit_group()
 
     @cute.jit
     def read_chunk(self, buf, ring, stage, lane):
@@ -230,8 +240,19 @@ class Sm90SkinnyCore:
         first = (warp * chunks) // self.total_warps
         n_mine = ((warp + 1) * chunks) // self.total_warps - first
         clamp = cutlass.max(n_mine - 1, 0)
-        for j in cutlass.range_constexpr(self.ring_stages - 1):
-            self.issue_chunk(ring, data, scales, first + cutlass.min(j, clamp), j, lane)
+        if cutlass.const_expr(self.pdl):
+            # B (the caller's promise: no earlier kernel of the stream writes it) before the
+            # wait for the stream's previous kernel; A, and every load and store after these,
+            # once that kernel has completed and its writes are visible
+            for j in cutlass.range_constexpr(self.ring_stages - 1):
+                self.issue_rows(ring, data, scales, first + cutlass.min(j, clamp), j, lane, 0, self.b_rows, False)
+            cute.arch.griddepcontrol_wait()
+            for j in cutlass.range_constexpr(self.ring_stages - 1):
+                self.issue_rows(ring, data, scales, first + cutlass.min(j, clamp), j, lane,
+                                self.b_rows, self.lane_rows, True)
+        else:
+            for j in cutlass.range_constexpr(self.ring_stages - 1):
+                self.issue_chunk(ring, data, scales, first + cutlass.min(j, clamp), j, lane)
         for i in cutlass.range(0, n_mine, 1, unroll=1):
             cute.arch.cp_async_wait_group(self.ring_stages - 2)
             self.issue_chunk(ring, data, scales, first + cutlass.min(i + self.ring_stages - 1, clamp),
@@ -246,10 +267,20 @@ class Sm90SkinnyCore:
         """Launch `launcher` (the kernel's launch object) on grid (x, y) of CTAs; with k_split > 1
         each grid point is a cluster of k_split CTAs along z (exp. 165; grouped: exp. 168)."""
         if self.k_split == 1:
-            launcher.launch(grid=[*grid_xy, 1], block=[self.threads, 1, 1], stream=stream)
+            launcher.launch(grid=[*grid_xy, 1], block=[self.threads, 1, 1], stream=stream,
+                            use_pdl=self.pdl)
         else:
             launcher.launch(grid=[*grid_xy, self.k_split], block=[self.threads, 1, 1],
-                            cluster=[1, 1, self.k_split], stream=stream)
+                            cluster=[1, 1, self.k_split], stream=stream, use_pdl=self.pdl)
+
+    @cute.jit
+    def release_dependents(self):
+        """With pdl, after this CTA's main loop: the stream's next kernel may start once every
+        CTA got here (its griddepcontrol.wait still orders its reads after this kernel's end).
+        Not at entry: the next grid's CTAs then landed beside this one's and ran up to 1.6x
+        slower (exp. 170)."""
+        if cutlass.const_expr(self.pdl):
+            cute.arch.griddepcontrol_launch_dependents()
 
     @cute.jit
     def cluster_start(self):
@@ -267,10 +298,12 @@ class Sm90SkinnyCore:
         the epilogue."""
         if cutlass.const_expr(self.k_split == 1):
             acc = self.mainloop(ring, data, scales, k, warp, lane)
+            self.release_dependents()
             self.stash_partials(acc, red, warp, lane)
         else:
             kw = rank * self.k_warps + warp  # (the warp's index among the cluster's warps)
             acc = self.mainloop(ring, data, scales, k, kw, lane)
+            self.release_dependents()
             cute.arch.cluster_wait()
             self.stash_partials(acc, red, kw, lane)
 
