@@ -88,9 +88,10 @@ class KernelConfig:
     k_split: int = 1
     # sm_90a skinny dual, for callers whose B1 / B2 and their scales no earlier kernel of the stream
     # writes (NVFP4_STATIC_B=1): programmatic dependent launch, B's first cp.async stages loaded
-    # before griddepcontrol.wait, launch_dependents after the main loop, so a chain of such calls
-    # overlaps each launch and first loads with the previous call's tail (exp. 170)
-    pdl: bool = False
+    # before griddepcontrol.wait, so a chain of such calls overlaps each launch and first loads with
+    # the previous call's tail; the value says where the next kernel is let in: "loop" after the
+    # main loop, "sums" after the partial sums; "" off (exp. 170)
+    pdl: str = ""
     # sm_90a mixed-input form (nvfp4gemm/sm90/dual_mixed.py, grouped_mixed.py): a pre-pass
     # decodes A once to fp16, the main kernel TMA-loads it as the wgmma shared-memory operand
     # and decodes B1 / B2 (B_g) straight into wgmma registers (C^T tiles: swap_ab)
@@ -133,7 +134,7 @@ class KernelConfig:
         s = f"{m}x{n} cg{self.cta_group} cl{self.cluster_mn[0]}x{self.cluster_mn[1]} ab{self.ab_stages} acc{self.acc_stages}"
         if self.skinny:
             return f"skinny {m}x{n} kw{self.k_warps} ab{self.ab_stages}" + (f" ks{self.k_split}" if self.k_split > 1 else "") + \
-                (" pdl" if self.pdl else "") + (" masked" if self.masked else "") + \
+                (f" pdl-{self.pdl}" if self.pdl else "") + (" masked" if self.masked else "") + \
                 (f" g{self.table_groups}" if self.table_groups != GROUPS_PER_LAUNCH else "")
         if self.a_prepass:
             form = {(128, 128): " narrow", (192, 128): " wg3", (128, 256): " wide", (128, 192): " wide192"} \
@@ -312,6 +313,8 @@ def check_config(cfg: KernelConfig) -> list[str]:
                                                      and cfg.masked and cfg.arch == "sm_90a"):
         errs.append(f"table_groups {cfg.table_groups}: {GROUPS_PER_LAUNCH}, or {WIDE_TABLE_GROUPS} for the sm_90a "
                     "masked grouped skinny kernel (its wide table)")
+    if cfg.pdl not in PDL_POINTS:
+        errs.append(f"pdl {cfg.pdl!r} must be one of {PDL_POINTS}")
     if cfg.pdl and not (cfg.arch == "sm_90a" and cfg.skinny and cfg.problem == "dual"):
         errs.append("pdl (B loaded before griddepcontrol.wait: NVFP4_STATIC_B) is an sm_90a skinny dual option")
     if cfg.k_split != 1 and not (cfg.arch == "sm_90a" and cfg.skinny):
@@ -1815,13 +1818,18 @@ SKINNY_MAX_M = 16  # dual M / grouped max M_g up to this: the mma.sync kernels o
 
 def sm90_dual_skinny(shape, static_b: bool | None = None) -> KernelConfig:
     """The rule's skinny dual config (`_sm90_dual_skinny_rule`); with `static_b` (None:
-    STATIC_B, NVFP4_STATIC_B=1) and a launch of at most SKINNY_PDL_MAX_CTAS CTAs or a K split
-    over clusters, the same config with `pdl` (exp. 170)."""
+    STATIC_B, NVFP4_STATIC_B=1) the same config with `pdl`: the next kernel let in after the main
+    loop ("loop") where the launch has at most SKINNY_PDL_LOOP_MAX_CTAS CTAs or splits K over
+    clusters, after the partial sums ("sums") where it has more than SKINNY_PDL_SUMS_MIN_CTAS;
+    in between, no pdl (exp. 170)."""
     cfg = _sm90_dual_skinny_rule(shape)
     m, n, k, l = shape
-    if (STATIC_B if static_b is None else static_b) and \
-            (cfg.k_split > 1 or (n // cfg.mma_tile_mn[0]) * l <= SKINNY_PDL_MAX_CTAS):
-        cfg = replace(cfg, pdl=True)
+    if STATIC_B if static_b is None else static_b:
+        ctas = (n // cfg.mma_tile_mn[0]) * l
+        if cfg.k_split > 1 or ctas <= SKINNY_PDL_LOOP_MAX_CTAS:
+            cfg = replace(cfg, pdl="loop")
+        elif ctas > SKINNY_PDL_SUMS_MIN_CTAS:
+            cfg = replace(cfg, pdl="sums")
     return cfg
 
 
@@ -1877,16 +1885,21 @@ def _sm90_dual_skinny_rule(shape) -> KernelConfig:
 
 # Exp. 170 (H100, 2026-11-27): callers that promise no earlier kernel of the stream writes B1 / B2 or
 # their scales (a model's weights) -- NVFP4_STATIC_B=1 -- get the skinny dual kernel with programmatic
-# dependent launch: B's first ring stages load before griddepcontrol.wait and the next kernel may
-# start once every CTA has left its main loop.  In CUDA graphs of 16 such calls back to back it ran
-# 0.85-0.90x the plain launch per call at 64 CTAs and with every K-split launch measured (64-128
-# CTAs in clusters of 2), but 1.04-1.24x at 80-256 CTAs of 16 A rows (the next grid's CTAs land
-# beside the previous grid's last ones): so only launches of at most this many CTAs, or split.
+# dependent launch: B's first ring stages load before griddepcontrol.wait.  In CUDA graphs of 16 such
+# calls back to back, letting the next kernel in after the main loop ran 0.83-0.89x the plain launch
+# per call at <= 66 CTAs and on every K-split launch (64-128 CTAs), but 1.03-1.24x at 80-256 CTAs of
+# 4 warps (the next grid's CTAs land beside the last ones of this grid); letting it in after the
+# partial sums ran 0.95-1.0x on every launch of more than 132 CTAs measured (160-896, H100 and
+# H200), 0.91-0.94x at 80-112 CTAs, but anywhere from 0.93 to 1.30x at 128 CTAs of 4 warps (two
+# GPUs, runs disagreeing): so "loop" up to SKINNY_PDL_LOOP_MAX_CTAS CTAs or with a K split, "sums"
+# above SKINNY_PDL_SUMS_MIN_CTAS, and the plain launch in between.
 _STATIC_B_ENV = os.environ.get("NVFP4_STATIC_B", "0").strip() or "0"
 if _STATIC_B_ENV not in ("0", "1"):
     raise ValueError(f"NVFP4_STATIC_B must be 0 or 1, got {_STATIC_B_ENV!r}")
 STATIC_B = _STATIC_B_ENV == "1"
-SKINNY_PDL_MAX_CTAS = SM_COUNT["sm_90a"] // 2
+SKINNY_PDL_LOOP_MAX_CTAS = SM_COUNT["sm_90a"] // 2
+SKINNY_PDL_SUMS_MIN_CTAS = SM_COUNT["sm_90a"]
+PDL_POINTS = ("", "loop", "sums")
 
 # exp. 164: the dual skinny rule's one-wave term (16 A rows, <= one CTA per SM: 4 warps, 3 stages)
 # from this K (at K 1536, 3 chunks per warp, 4 warps lost 1.01-1.02x)

@@ -23,7 +23,9 @@ SM90_SKINNY = sorted({configs.select_config("dual", "sm_90a", (m, n, k, 1)) for 
                         for c in [configs.KernelConfig("dual", "sm_90a", t, skinny=True, k_warps=w, ab_stages=s)]
                         if not configs.check_config(c)}
                      # (exp. 170: NVFP4_STATIC_B's programmatic dependent launch, plain and K split)
-                     | {configs.sm90_dual_skinny(s, static_b=True) for s in ((16, 1024, 4096, 1), (1, 512, 14336, 1))},
+                     # ("loop": 64 CTAs, and a K split; "sums": 256 CTAs)
+                     | {configs.sm90_dual_skinny(s, static_b=True)
+                        for s in ((16, 1024, 4096, 1), (1, 512, 14336, 1), (16, 4096, 7168, 1))},
                      key=lambda c: c.short())
 # The sm_90a skinny grouped kernel (every M_g <= 16): the rule's configs (16 / 32 rows x 8 / 16 A
 # rows, 64 x 16 for many CTAs at short K) plus other warp counts, ring depths and K splits.

@@ -925,6 +925,7 @@ def _chained_dual_inputs(m, n, k, calls, seed):
 @pytest.mark.parametrize("shape", [
     (16, 1024, 4096),  # 64 CTAs; A of call i + 1 is exactly C of call i (K = 4 N)
     (5, 512, 7168),  # 2-CTA clusters splitting K; C of call i is the first part of A of call i + 1
+    (16, 4096, 7168),  # 256 CTAs: the next kernel let in after the partial sums ("sums")
 ], ids=str)
 def test_dual_skinny_static_b_chain(shape, monkeypatch):
     """NVFP4_STATIC_B (exp. 170): the skinny dual kernel under programmatic dependent launch, B

@@ -203,7 +203,12 @@ def test_skinny_compiles_mma_sync_no_spills(problem, cfg, tmp_path):
         # not committed; no A row, no store
         assert sorted(copies) == sorted([("cg", "16")] * n_b + [("ca", "4")] * n_b), copies
         assert "commit_group" not in pre and "st.global" not in pre
-        assert body.rindex("mma.sync") < body.index("griddepcontrol.launch_dependents") < body.index("st.global")
+        release = body.index("griddepcontrol.launch_dependents")
+        assert body.count("griddepcontrol.launch_dependents") == 1
+        assert body.rindex("mma.sync") < release < body.index("st.global")
+        # "sums": after the warps' partial sums are stored (and the barrier after them); "loop": before
+        partials = max(body.rfind("st.shared.f32"), body.rfind("st.shared::cluster"))
+        assert (partials < release) == (cfg.pdl == "sums"), (cfg.pdl, partials, release)
     else:
         assert "griddepcontrol" not in ptx
     assert ck.spill_bytes == 0 and ck.stack_bytes == 0, (ck.spill_bytes, ck.stack_bytes)
@@ -310,16 +315,20 @@ def test_dual_skinny_rule():
 
 
 def test_dual_skinny_static_b_rule(monkeypatch):
-    """Exp. 170: NVFP4_STATIC_B (configs.STATIC_B) gives the skinny dual rule's config `pdl` where
-    it launches at most SKINNY_PDL_MAX_CTAS (66) CTAs or splits K over clusters -- the same config
-    otherwise; unset, nothing changes; pdl is refused outside the skinny dual kernel."""
-    assert configs.SKINNY_PDL_MAX_CTAS == 66
-    for shape, pdl in (((16, 1024, 4096, 1), True), ((8, 1056, 2048, 1), True), ((16, 1072, 4096, 1), False),
-                       ((16, 2048, 4096, 1), False), ((16, 528, 4096, 2), True), ((16, 544, 4096, 2), False),
-                       ((1, 1024, 14336, 1), True), ((16, 640, 8192, 1), True), ((16, 14336, 4096, 1), False)):
+    """Exp. 170: NVFP4_STATIC_B (configs.STATIC_B) gives the skinny dual rule's config `pdl`:
+    "loop" (the next kernel let in after the main loop) where it launches at most
+    SKINNY_PDL_LOOP_MAX_CTAS (66) CTAs or splits K over clusters, "sums" (after the partial sums)
+    above SKINNY_PDL_SUMS_MIN_CTAS (132), none in between; unset, nothing changes; pdl is refused
+    outside the skinny dual kernel."""
+    assert (configs.SKINNY_PDL_LOOP_MAX_CTAS, configs.SKINNY_PDL_SUMS_MIN_CTAS) == (66, 132)
+    for shape, pdl in (((16, 1024, 4096, 1), "loop"), ((8, 1056, 2048, 1), "loop"), ((16, 1072, 4096, 1), ""),
+                       ((16, 2048, 4096, 1), ""), ((16, 2112, 7168, 1), ""), ((16, 2128, 4096, 1), "sums"),
+                       ((16, 528, 4096, 2), "loop"), ((16, 544, 4096, 2), ""), ((16, 1072, 4096, 2), "sums"),
+                       ((1, 1024, 14336, 1), "loop"), ((16, 640, 8192, 1), "loop"), ((16, 14336, 4096, 1), "sums")):
         base = configs.sm90_dual_skinny(shape, static_b=False)
+        assert base.pdl == ""
         cfg = configs.sm90_dual_skinny(shape, static_b=True)
-        assert cfg == (replace(base, pdl=True) if pdl else base), (shape, cfg.short())
+        assert cfg == replace(base, pdl=pdl), (shape, cfg.short())
         assert not configs.check_config(cfg), configs.check_config(cfg)
         assert not configs.select_config("dual", "sm_90a", shape).pdl  # (STATIC_B off: the default)
         monkeypatch.setattr(configs, "STATIC_B", True)
@@ -329,10 +338,12 @@ def test_dual_skinny_static_b_rule(monkeypatch):
     assert not configs.select_config("dual", "sm_90a", (256, 1024, 4096, 1)).pdl  # (not skinny)
     assert not any(c.pdl for c in (configs.select_config("group", "sm_90a", ((8, 1024, 4096),) * 2),
                                    configs.select_config("dual", "sm_100a", (256, 1024, 4096, 1))))
-    for cfg in (replace(configs.sm90_group_skinny(((8, 1024, 4096),)), pdl=True),
-                replace(configs.select_config("dual", "sm_90a", (256, 1024, 4096, 1)), pdl=True),
-                replace(configs.select_config("dual", "sm_100a", (256, 1024, 4096, 1)), pdl=True)):
+    for cfg in (replace(configs.sm90_group_skinny(((8, 1024, 4096),)), pdl="loop"),
+                replace(configs.select_config("dual", "sm_90a", (256, 1024, 4096, 1)), pdl="sums"),
+                replace(configs.select_config("dual", "sm_100a", (256, 1024, 4096, 1)), pdl="loop")):
         assert any("pdl" in e for e in configs.check_config(cfg)), cfg.short()
+    assert any("must be one of" in e for e in configs.check_config(
+        replace(configs.sm90_dual_skinny((16, 1024, 4096, 1), static_b=False), pdl="entry")))
 
 
 def test_skinny_can_implement_names_constraint():

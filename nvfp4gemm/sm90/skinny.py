@@ -69,7 +69,8 @@ class Sm90SkinnyCore:
         self.threads = 32 * self.k_warps
         # CTAs of a cluster splitting K (exps. 165, 168); warps of the whole cluster
         self.k_split = config.k_split
-        # programmatic dependent launch with B's first stages before griddepcontrol.wait (exp. 170)
+        # programmatic dependent launch with B's first stages before griddepcontrol.wait, the next
+        # kernel let in after the main loop ("loop") or after the partial sums ("sums"); exp. 170
         self.pdl = config.pdl
         self.total_warps = self.k_warps * self.k_split
         # operand rows a lane loads per chunk: (B, row group, +0 / +8) of each B, then A
@@ -240,7 +241,7 @@ class Sm90SkinnyCore:
         first = (warp * chunks) // self.total_warps
         n_mine = ((warp + 1) * chunks) // self.total_warps - first
         clamp = cutlass.max(n_mine - 1, 0)
-        if cutlass.const_expr(self.pdl):
+        if cutlass.const_expr(self.pdl != ""):
             # B (the caller's promise: no earlier kernel of the stream writes it) before the
             # wait for the stream's previous kernel; A, and every load and store after these,
             # once that kernel has completed and its writes are visible
@@ -268,18 +269,19 @@ class Sm90SkinnyCore:
         each grid point is a cluster of k_split CTAs along z (exp. 165; grouped: exp. 168)."""
         if self.k_split == 1:
             launcher.launch(grid=[*grid_xy, 1], block=[self.threads, 1, 1], stream=stream,
-                            use_pdl=self.pdl)
+                            use_pdl=self.pdl != "")
         else:
             launcher.launch(grid=[*grid_xy, self.k_split], block=[self.threads, 1, 1],
-                            cluster=[1, 1, self.k_split], stream=stream, use_pdl=self.pdl)
+                            cluster=[1, 1, self.k_split], stream=stream, use_pdl=self.pdl != "")
 
     @cute.jit
-    def release_dependents(self):
-        """With pdl, after this CTA's main loop: the stream's next kernel may start once every
-        CTA got here (its griddepcontrol.wait still orders its reads after this kernel's end).
-        Not at entry: the next grid's CTAs then landed beside this one's and ran up to 1.6x
-        slower (exp. 170)."""
-        if cutlass.const_expr(self.pdl):
+    def release_dependents(self, point: cutlass.Constexpr):
+        """Where the config's pdl says (`point`: "loop", after this CTA's main loop; "sums", after
+        the partial sums are in shared memory, before the epilogue): the stream's next kernel may
+        start once every CTA got here (its griddepcontrol.wait still orders its reads after this
+        kernel's end).  Not at entry: the next grid's CTAs then landed beside this one's and ran
+        up to 1.6x slower; "loop" lost 4-20% at 80-256 CTAs of 4 warps, "sums" there won (exp. 170)."""
+        if cutlass.const_expr(self.pdl == point):
             cute.arch.griddepcontrol_launch_dependents()
 
     @cute.jit
@@ -298,14 +300,15 @@ class Sm90SkinnyCore:
         the epilogue."""
         if cutlass.const_expr(self.k_split == 1):
             acc = self.mainloop(ring, data, scales, k, warp, lane)
-            self.release_dependents()
+            self.release_dependents("loop")
             self.stash_partials(acc, red, warp, lane)
         else:
             kw = rank * self.k_warps + warp  # (the warp's index among the cluster's warps)
             acc = self.mainloop(ring, data, scales, k, kw, lane)
-            self.release_dependents()
+            self.release_dependents("loop")
             cute.arch.cluster_wait()
             self.stash_partials(acc, red, kw, lane)
+        self.release_dependents("sums")
 
     # ------------------------------------------------------------------ partial sums
 

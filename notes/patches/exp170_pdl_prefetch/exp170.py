@@ -1,6 +1,7 @@
 """Exp. 170: programmatic dependent launch for the dual skinny kernel with B's first ring stages
-loaded before griddepcontrol.wait.  Modes: 0 plain; 3 the tree's `KernelConfig.pdl` (PDL, B's
-prologue stages before the wait, launch_dependents after the main loop).  Modes 1 (launch_dependents
+loaded before griddepcontrol.wait.  Modes: 0 plain; 3 the tree's `KernelConfig.pdl` "loop" (PDL, B's
+prologue stages before the wait, launch_dependents after the main loop); 4 its "sums" (after the
+partial sums, exp170e.py's "epilogue").  Modes 1 (launch_dependents
 and the wait at entry) and 2 (as 1 with B's prologue stages before the wait) and the first runs of
 mode 3 came from a class switch, `Sm90SkinnyCore.pdl_mode`: exp170_switch.patch against adddbc8
 (apply it to run them; the script then sets the switch instead of the config).
@@ -36,8 +37,8 @@ def mode_config(mode, cfg):
     if hasattr(D.Sm90DualSkinnyKernel, "pdl_mode"):  # (exp170_switch.patch applied)
         D.Sm90DualSkinnyKernel.pdl_mode = mode
         return cfg
-    assert mode in (0, 3), "modes 1 and 2 need exp170_switch.patch"
-    return replace(cfg, pdl=mode == 3)
+    assert mode in (0, 3, 4), "modes 1 and 2 need exp170_switch.patch"
+    return replace(cfg, pdl={0: "", 3: "loop", 4: "sums"}[mode])
 
 
 def compile_mode(mode, cfg, shape):
