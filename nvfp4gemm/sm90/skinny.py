@@ -37,6 +37,12 @@ not as both rows of a fragment).
 
 After the main loop each warp writes its partial sums to shared memory ((W, num_b, tile N,
 tile M) fp32, `stash_partials`); the kernel's epilogue sums them over the warps.
+
+With `pdl` (dual only, NVFP4_STATIC_B: the caller promises no earlier kernel of the stream
+writes B; exp. 170) the launch uses programmatic dependent launch: each warp copies B's part of
+its first S - 1 ring stages, then waits (griddepcontrol.wait) for the stream's previous kernel,
+then copies A's part and commits the stages; the next kernel is let in after the main loop or
+after the partial sums (`release_dependents`).
 """
 
 from __future__ import annotations
@@ -280,7 +286,8 @@ class Sm90SkinnyCore:
         the partial sums are in shared memory, before the epilogue): the stream's next kernel may
         start once every CTA got here (its griddepcontrol.wait still orders its reads after this
         kernel's end).  Not at entry: the next grid's CTAs then landed beside this one's and ran
-        up to 1.6x slower; "loop" lost 4-20% at 80-256 CTAs of 4 warps, "sums" there won (exp. 170)."""
+        up to 1.6x slower; "loop" lost 4-20% at 80-256 CTAs of 4 warps, where "sums" won above 132
+        CTAs (exp. 170; configs.sm90_dual_skinny picks the place)."""
         if cutlass.const_expr(self.pdl == point):
             cute.arch.griddepcontrol_launch_dependents()
 
