@@ -1823,7 +1823,7 @@ def sm90_dual_skinny(shape, static_b: bool | None = None) -> KernelConfig:
     clusters, after the partial sums ("sums") where it has more than SKINNY_PDL_SUMS_MIN_CTAS;
     in between, no pdl (exp. 170)."""
     cfg = _sm90_dual_skinny_rule(shape)
-    m, n, k, l = shape
+    _m, n, _k, l = shape
     if STATIC_B if static_b is None else static_b:
         ctas = (n // cfg.mma_tile_mn[0]) * l
         if cfg.k_split > 1 or ctas <= SKINNY_PDL_LOOP_MAX_CTAS:
