@@ -1,0 +1,54 @@
+"""tools/first_gpu_run.py (the first session on a GPU our kernels have never run on): its report
+parsing and bisection verdicts on CPU, and that without a GPU it runs nothing and says so."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+import first_gpu_run as F  # noqa: E402
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="1" failures="2" tests="5">
+<testcase classname="tests.test_gpu_kernels" name="test_dual[(256, 4096, 7168, 1)-1111]" time="1.0"/>
+<testcase classname="tests.test_gpu_kernels" name="test_dual[(256, 3072, 4096, 1)-1111]" time="1.0"><failure message="x">boom</failure></testcase>
+<testcase classname="tests.test_gpu_kernels" name="test_grouped[96x128x256-128x256x512-1111]" time="1.0"><failure message="x">boom</failure></testcase>
+<testcase classname="tests.test_gpu_bundle" name="test_bundle_runs_on_gpu[group]" time="1.0"><error message="x">fixture</error></testcase>
+<testcase classname="tests.test_gpu_kernels" name="test_dual_skinny[(1, 512, 256, 1)]" time="1.0"><skipped message="no GPU"/></testcase>
+</testsuite></testsuites>"""
+
+
+def test_failed_tests_are_node_ids(tmp_path):
+    path = tmp_path / "j.xml"
+    path.write_text(JUNIT)
+    assert F.failed_tests(str(path)) == [
+        "tests/test_gpu_kernels.py::test_dual[(256, 3072, 4096, 1)-1111]",
+        "tests/test_gpu_kernels.py::test_grouped[96x128x256-128x256x512-1111]",
+        "tests/test_gpu_bundle.py::test_bundle_runs_on_gpu[group]",
+    ]
+
+
+def test_problem_of_and_verdicts():
+    assert F.problem_of("tests/test_gpu_kernels.py::test_dual[(256, 3072, 4096, 1)-1111]") == "dual"
+    assert F.problem_of("tests/test_gpu_kernels.py::test_grouped[96x128x256-1111]") == "group"
+    assert F.problem_of("tests/test_gpu_kernels.py::test_cuda_graph_replay[group]") == "group"
+    assert F.problem_of("tests/test_gpu_kernels.py::test_table_writer_kernel_alone") == "other"
+    assert F.verdict({"graphs_off": True}).startswith("CUDA-graph replay")
+    assert F.verdict({"graphs_off": False, "graphs_and_writer_off": True}).startswith("table writer")
+    assert F.verdict({"graphs_off": False, "graphs_and_writer_off": False}).startswith("the kernel")
+    # each bisect step switches off one more layer than the one before
+    (s1, e1), (s2, e2) = F.BISECT_STEPS
+    assert e1.items() < e2.items()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU this would run the whole first-run sequence")
+def test_without_gpu_it_runs_nothing(tmp_path):
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "first_gpu_run.py"), "--out", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "no CUDA GPU" in r.stderr
+    assert not out.exists()

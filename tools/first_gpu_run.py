@@ -1,0 +1,149 @@
+"""The first session on a GPU whose kernels have never run here (a B200: sm_100a): one command for
+the checks README's "What has run where" asks for, in that order, with every output kept.
+
+    python3 tools/first_gpu_run.py [--out first_gpu_run] [--quick] [--no-timing]
+
+Steps (each writes DIR/<step>.log; DIR/summary.json holds what they found):
+  1. device     the GPU, its capability and driver, and the arch our kernels compile for there
+  2. gpu_tests  pytest tests/test_gpu_kernels.py tests/test_gpu_bundle.py (junit XML kept)
+  3. bisect     each failed test again with NVFP4_GRAPHS=0 (no CUDA-graph replay), then also
+                NVFP4_TABLE_WRITER=0 (grouped: no table-writer kernel; each address set's
+                workspace uploaded once): which layer a failure lives in -- it passes once the
+                layer is off -- or the kernel itself (it fails with both off)
+  4. timing     benchmarks/leaderboard_timing.py, by default and with NVFP4_GRAPHS=0
+  5. bench      benchmarks/bench.py --json --png (the main job)
+Timing runs only for a problem whose tests all passed: a number from a wrong kernel is no number.
+
+--quick limits step 2 to the leaderboard's test and benchmark shapes of both problems
+(`test_dual`, `test_grouped`) and the single-file bundles, for a first look in a few minutes.
+A failure that is not clearly one problem's (e.g. a table-writer test) holds back both timings.  Exit code: 0 when every test
+passed, 1 when any failed, 2 without a CUDA GPU (nothing run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GPU_TESTS = ["tests/test_gpu_kernels.py", "tests/test_gpu_bundle.py"]
+QUICK_TESTS = ["tests/test_gpu_kernels.py::test_dual", "tests/test_gpu_kernels.py::test_grouped", "tests/test_gpu_bundle.py"]
+# the layers a failure may live in, switched off one after another (README "What has run where")
+BISECT_STEPS = (("graphs_off", {"NVFP4_GRAPHS": "0"}),
+                ("graphs_and_writer_off", {"NVFP4_GRAPHS": "0", "NVFP4_TABLE_WRITER": "0"}))
+
+
+def failed_tests(junit_xml: str) -> list[str]:
+    """pytest node ids of the failed or errored test cases in a junit XML report."""
+    out = []
+    for case in ET.parse(junit_xml).getroot().iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            path = case.get("classname", "").replace(".", "/") + ".py"
+            out.append(f"{path}::{case.get('name')}")
+    return out
+
+
+def problem_of(node_id: str) -> str:
+    """'dual', 'group' or 'other' for a GPU test id (by the test's name and parameters)."""
+    name = node_id.split("::", 1)[-1].lower()
+    if "group" in name or "masked" in name or "moe" in name:
+        return "group"
+    return "dual" if "dual" in name else "other"
+
+
+def verdict(results: dict) -> str:
+    """Where a failure lives, from its bisect results {step: passed}."""
+    if results.get("graphs_off"):
+        return "CUDA-graph replay (passes with NVFP4_GRAPHS=0)"
+    if results.get("graphs_and_writer_off"):
+        return "table writer / descriptor setup (passes with NVFP4_TABLE_WRITER=0 as well)"
+    return "the kernel (fails with both layers off)"
+
+
+def run(step: str, cmd: list[str], out_dir: str, env: dict | None = None) -> tuple[int, float]:
+    """Run `cmd` in the repository root with `env` added; its output to out_dir/step.log."""
+    t0 = time.time()
+    with open(os.path.join(out_dir, f"{step}.log"), "w") as log:
+        log.write(f"$ {' '.join(cmd)}  (env {env or {}})\n")
+        log.flush()
+        rc = subprocess.call(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+    print(f"[{step}] rc {rc} in {time.time() - t0:.0f} s", flush=True)
+    return rc, time.time() - t0
+
+
+def device_info() -> dict | None:
+    sys.path.insert(0, ROOT)
+    import nvfp4gemm  # noqa: F401  (before cutlass, as everywhere)
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    from nvfp4gemm import harness
+
+    p = torch.cuda.get_device_properties(0)
+    return {"name": p.name, "capability": list(torch.cuda.get_device_capability(0)),
+            "sms": p.multi_processor_count, "memory_gb": round(p.total_memory / 2**30, 1),
+            "torch": torch.__version__, "cuda": torch.version.cuda, "kernel_arch": harness.device_arch()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="first_gpu_run", help="folder for the logs and summary.json")
+    ap.add_argument("--quick", action="store_true", help="only the leaderboard's benchmark shapes and the bundles")
+    ap.add_argument("--no-timing", action="store_true", help="stop after the tests and their bisection")
+    args = ap.parse_args(argv)
+
+    dev = device_info()
+    if dev is None:
+        print("first_gpu_run: no CUDA GPU here; nothing run (the GPU tests would all skip)", file=sys.stderr)
+        return 2
+    out_dir = os.path.abspath(args.out)
+    os.makedirs(out_dir, exist_ok=True)
+    summary = {"device": dev, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "quick": args.quick}
+    print(json.dumps(dev), flush=True)
+
+    junit = os.path.join(out_dir, "gpu_tests.xml")
+    tests = QUICK_TESTS if args.quick else GPU_TESTS
+    rc, secs = run("gpu_tests", [sys.executable, "-m", "pytest", "-q", "-rs", *tests, f"--junitxml={junit}"], out_dir)
+    failed = failed_tests(junit) if os.path.exists(junit) else []
+    summary["gpu_tests"] = {"rc": rc, "seconds": round(secs), "failed": failed}
+    if rc not in (0, 1):  # (1: some tests failed; anything else: pytest itself did not run them)
+        summary["gpu_tests"]["note"] = "pytest did not complete; see gpu_tests.log"
+
+    bisect = {}
+    for node in failed:
+        res = {}
+        for step, env in BISECT_STEPS:
+            safe = "".join(ch if ch.isalnum() else "_" for ch in node)[-80:]
+            r, _ = run(f"bisect_{step}_{safe}", [sys.executable, "-m", "pytest", "-q", node], out_dir, env)
+            res[step] = r == 0
+            if r == 0:
+                break
+        bisect[node] = {**res, "verdict": verdict(res)}
+    summary["bisect"] = bisect
+
+    clean = {p for p in ("dual", "group") if rc in (0, 1) and not any(problem_of(n) in (p, "other") for n in failed)}
+    summary["timed_problems"] = sorted(clean)
+    if not args.no_timing:
+        for p in sorted(clean):
+            for tag, env in (("", {}), ("_graphs_off", {"NVFP4_GRAPHS": "0"})):
+                js = os.path.join(out_dir, f"timing_{p}{tag}.json")
+                run(f"timing_{p}{tag}", [sys.executable, "benchmarks/leaderboard_timing.py", "--problem", p,
+                                         "--json", js], out_dir, env)
+        if clean == {"dual", "group"}:
+            run("bench", [sys.executable, "benchmarks/bench.py", "--json", os.path.join(out_dir, "bench.json"),
+                          "--png", os.path.join(out_dir, "bench.png")], out_dir)
+    with open(os.path.join(out_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print(json.dumps({"failed": len(failed), "bisect": {k: v["verdict"] for k, v in bisect.items()},
+                      "timed": sorted(clean), "out": out_dir}, indent=1))
+    return 0 if rc == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
