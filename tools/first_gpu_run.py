@@ -6,18 +6,19 @@ the checks README's "What has run where" asks for, in that order, with every out
 Steps (each writes DIR/<step>.log; DIR/summary.json holds what they found):
   1. device     the GPU, its capability and driver, and the arch our kernels compile for there
   2. gpu_tests  pytest tests/test_gpu_kernels.py tests/test_gpu_bundle.py (junit XML kept)
-  3. bisect     each failed test again with NVFP4_GRAPHS=0 (no CUDA-graph replay), then also
-                NVFP4_TABLE_WRITER=0 (grouped: no table-writer kernel; each address set's
-                workspace uploaded once): which layer a failure lives in -- it passes once the
-                layer is off -- or the kernel itself (it fails with both off)
+  3. bisect     each failed test (the first --max-bisect, 12) again, alone, with NVFP4_GRAPHS=0
+                (no CUDA-graph replay), then also NVFP4_TABLE_WRITER=0 (grouped: no
+                table-writer kernel; each address set's workspace uploaded once): which layer a
+                failure lives in -- it passes once the layer is off -- or the kernel itself (it
+                fails with both off)
   4. timing     benchmarks/leaderboard_timing.py, by default and with NVFP4_GRAPHS=0
   5. bench      benchmarks/bench.py --json --png (the main job)
 Timing runs only for a problem whose tests all passed: a number from a wrong kernel is no number.
 
 --quick limits step 2 to the leaderboard's test and benchmark shapes of both problems
 (`test_dual`, `test_grouped`) and the single-file bundles, for a first look in a few minutes.
-A failure that is not clearly one problem's (e.g. a table-writer test) holds back both timings.  Exit code: 0 when every test
-passed, 1 when any failed, 2 without a CUDA GPU (nothing run).
+A failure that is not clearly one problem's (e.g. a table-writer test) holds back both timings.
+Exit code: 0 when every test passed, 1 when any failed, 2 without a CUDA GPU (nothing run).
 """
 
 from __future__ import annotations
@@ -86,8 +87,13 @@ def device_info() -> dict | None:
     from nvfp4gemm import harness
 
     p = torch.cuda.get_device_properties(0)
+    try:
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0"],
+                                capture_output=True, text=True, timeout=30).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        driver = None
     return {"name": p.name, "capability": list(torch.cuda.get_device_capability(0)),
-            "sms": p.multi_processor_count, "memory_gb": round(p.total_memory / 2**30, 1),
+            "sms": p.multi_processor_count, "memory_gb": round(p.total_memory / 2**30, 1), "driver": driver,
             "torch": torch.__version__, "cuda": torch.version.cuda, "kernel_arch": harness.device_arch()}
 
 
@@ -96,6 +102,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="first_gpu_run", help="folder for the logs and summary.json")
     ap.add_argument("--quick", action="store_true", help="only the leaderboard's benchmark shapes and the bundles")
     ap.add_argument("--no-timing", action="store_true", help="stop after the tests and their bisection")
+    ap.add_argument("--max-bisect", type=int, default=12,
+                    help="bisect at most this many failures, the first ones (a kernel fault that breaks the CUDA "
+                         "context fails every later test of its process; the first failures tell)")
     args = ap.parse_args(argv)
 
     dev = device_info()
@@ -116,7 +125,8 @@ def main(argv=None) -> int:
         summary["gpu_tests"]["note"] = "pytest did not complete; see gpu_tests.log"
 
     bisect = {}
-    for node in failed:
+    summary["not_bisected"] = failed[args.max_bisect:]
+    for node in failed[:args.max_bisect]:
         res = {}
         for step, env in BISECT_STEPS:
             safe = "".join(ch if ch.isalnum() else "_" for ch in node)[-80:]
