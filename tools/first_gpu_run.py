@@ -73,8 +73,9 @@ def run(step: str, cmd: list[str], out_dir: str, env: dict | None = None) -> tup
         log.write(f"$ {' '.join(cmd)}  (env {env or {}})\n")
         log.flush()
         rc = subprocess.call(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
-    print(f"[{step}] rc {rc} in {time.time() - t0:.0f} s", flush=True)
-    return rc, time.time() - t0
+    secs = time.time() - t0
+    print(f"[{step}] rc {rc} in {secs:.0f} s", flush=True)
+    return rc, secs
 
 
 def device_info() -> dict | None:
