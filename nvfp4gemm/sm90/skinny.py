@@ -273,12 +273,10 @@ class Sm90SkinnyCore:
     def launch(self, launcher, grid_xy, stream):
         """Launch `launcher` (the kernel's launch object) on grid (x, y) of CTAs; with k_split > 1
         each grid point is a cluster of k_split CTAs along z (exp. 165; grouped: exp. 168)."""
-        if self.k_split == 1:
-            launcher.launch(grid=[*grid_xy, 1], block=[self.threads, 1, 1], stream=stream,
-                            use_pdl=self.pdl != "")
-        else:
-            launcher.launch(grid=[*grid_xy, self.k_split], block=[self.threads, 1, 1],
-                            cluster=[1, 1, self.k_split], stream=stream, use_pdl=self.pdl != "")
+        # cluster=None (the DSL's default) keeps the unsplit launch a plain, non-cluster one.
+        cluster = [1, 1, self.k_split] if self.k_split > 1 else None
+        launcher.launch(grid=[*grid_xy, self.k_split], block=[self.threads, 1, 1], cluster=cluster,
+                        stream=stream, use_pdl=self.pdl != "")
 
     @cute.jit
     def release_dependents(self, point: cutlass.Constexpr):
