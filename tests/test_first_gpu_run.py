@@ -52,3 +52,26 @@ def test_without_gpu_it_runs_nothing(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 2 and "no CUDA GPU" in r.stderr
     assert not out.exists()
+
+
+def test_reruns_use_the_runs_test_seed(tmp_path, monkeypatch):
+    """Failed tests are rerun in new processes by node id; test_dual's id holds the fresh seed, so
+    every pytest process of one first_gpu_run gets the same NVFP4_TEST_SEED (else the rerun finds
+    no such test and the verdict would blame the kernel)."""
+    calls = []
+
+    def fake_run(step, cmd, out_dir, env=None):
+        calls.append((step, cmd, dict(env or {})))
+        if step == "gpu_tests":
+            open(os.path.join(out_dir, "gpu_tests.xml"), "w").write(JUNIT)
+            return 1, 0.0
+        return 1, 0.0  # every rerun fails too: both bisect steps run
+
+    monkeypatch.setattr(F, "device_info", lambda: {"name": "fake"})
+    monkeypatch.setattr(F, "run", fake_run)
+    assert F.main(["--out", str(tmp_path), "--no-timing"]) == 1
+    seeds = {env.get("NVFP4_TEST_SEED") for _s, cmd, env in calls if "pytest" in cmd}
+    assert len(calls) == 1 + 3 * 2 and len(seeds) == 1 and None not in seeds
+    summary = __import__("json").load(open(tmp_path / "summary.json"))
+    assert str(summary["test_seed"]) == seeds.pop()
+    assert all(v["verdict"].startswith("the kernel") for v in summary["bisect"].values())

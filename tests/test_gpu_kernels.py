@@ -6,6 +6,7 @@ shape of both problems plus fresh random seeds; outputs are poisoned with NaN be
 run, then checked fully written and by reference.check_implementation.
 """
 
+import os
 import random
 
 import pytest
@@ -27,7 +28,9 @@ def _gpu_ok() -> bool:
 
 pytestmark = pytest.mark.skipif(not _gpu_ok(), reason=_REASON)
 
-_SEEDS = [1111, random.randrange(1 << 30)]
+# The second seed is fresh each process unless NVFP4_TEST_SEED fixes it: tools that rerun a failed
+# test in another process by its node id (first_gpu_run, sanitize_sweep) set it once for all runs.
+_SEEDS = [1111, int(os.environ.get("NVFP4_TEST_SEED") or random.randrange(1 << 30))]
 
 
 def _flipped(data, problem):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -114,12 +115,17 @@ def main(argv=None) -> int:
         return 2
     out_dir = os.path.abspath(args.out)
     os.makedirs(out_dir, exist_ok=True)
-    summary = {"device": dev, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "quick": args.quick}
+    # One fresh seed for the test run and every rerun: test_dual / test_grouped name it in their node
+    # ids, so a rerun in a new process finds its test only with the same NVFP4_TEST_SEED.
+    seed_env = {"NVFP4_TEST_SEED": str(random.randrange(1 << 30))}
+    summary = {"device": dev, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "quick": args.quick,
+               "test_seed": int(seed_env["NVFP4_TEST_SEED"])}
     print(json.dumps(dev), flush=True)
 
     junit = os.path.join(out_dir, "gpu_tests.xml")
     tests = QUICK_TESTS if args.quick else GPU_TESTS
-    rc, secs = run("gpu_tests", [sys.executable, "-m", "pytest", "-q", "-rs", *tests, f"--junitxml={junit}"], out_dir)
+    rc, secs = run("gpu_tests", [sys.executable, "-m", "pytest", "-q", "-rs", *tests, f"--junitxml={junit}"], out_dir,
+                   seed_env)
     failed = failed_tests(junit) if os.path.exists(junit) else []
     summary["gpu_tests"] = {"rc": rc, "seconds": round(secs), "failed": failed}
     if rc not in (0, 1):  # (1: some tests failed; anything else: pytest itself did not run them)
@@ -131,7 +137,8 @@ def main(argv=None) -> int:
         res = {}
         for step, env in BISECT_STEPS:
             safe = "".join(ch if ch.isalnum() else "_" for ch in node)[-80:]
-            r, _ = run(f"bisect_{step}_{safe}", [sys.executable, "-m", "pytest", "-q", node], out_dir, env)
+            r, _ = run(f"bisect_{step}_{safe}", [sys.executable, "-m", "pytest", "-q", node], out_dir,
+                       {**seed_env, **env})
             res[step] = r == 0
             if r == 0:
                 break

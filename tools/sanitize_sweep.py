@@ -1,0 +1,199 @@
+"""Run a slice of the GPU tests under NVIDIA compute-sanitizer: memcheck, racecheck, synccheck and
+initcheck, one process per tool (side by side by default), every log kept.
+
+    python3 tools/sanitize_sweep.py --out sanitize [--tools memcheck,racecheck] [--per-test 1] [--serial]
+                                    [--start N] [--all-kernels]
+
+The slice: the first --per-test parametrizations of every test function in tests/test_gpu_kernels.py
+and tests/test_gpu_masked.py (one per function by default: every kernel family, form and schedule
+the suite names), less the few tests about host-side behaviour that call many inputs
+(`HOST_SIDE_TESTS`).  NVFP4_TEST_SEED is drawn once and set for the collection and every run, so the
+node ids of the fresh-seed tests are the same in each process.
+
+What each tool can see (compute-sanitizer 2025.x; flash-attention's AI/RACECHECK_TMA_HAZARD.md
+for the TMA point):
+  memcheck   out-of-bounds / misaligned global, local and shared accesses by threads and TMA
+  racecheck  shared-memory hazards between *threads* (ld/st.shared, cp.async, DSMEM stores).  A
+             TMA tensor copy's write belongs to no thread and wgmma reads shared memory outside
+             the threads, so neither side of a TMA-to-wgmma hand-off is checked by it
+  synccheck  invalid barrier use: divergent bar.sync, mismatched named-barrier counts, mbarrier
+             misuse it can observe
+  initcheck  reads of global memory nothing has written (workspace padding read on purpose
+             shows up here: see the log's kernel names before calling it a bug)
+
+Only our kernels (names starting kernel_cutlass, every CuTe DSL kernel) are checked unless
+--all-kernels: torch's would report the tests' own input generation (its unpoisoned scale padding
+is garbage on purpose, which initcheck flags) and make the run several times slower.
+
+Writes DIR/<tool>.log (the sanitizer's report), DIR/<tool>.out (pytest's output) and
+DIR/summary.json.  Exit code: 0 when every tool reported 0 errors and every test passed, 1
+otherwise, 2 without a CUDA GPU or without compute-sanitizer (nothing run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+TEST_FILES = ("tests/test_gpu_kernels.py", "tests/test_gpu_masked.py")
+# Tests about the dispatcher's host side over many inputs or devices: their kernels are the ones
+# the rest of the slice runs, and under a sanitizer they take minutes.
+HOST_SIDE_TESTS = {"test_ranked_loop_cycles_inputs", "test_kept_launch_outlives_many_new_outputs",
+                   "test_tensors_on_another_device", "test_two_streams_at_once"}
+
+
+def sanitizer_binary() -> str | None:
+    """compute-sanitizer from $COMPUTE_SANITIZER, PATH or the CUDA toolkit's usual places."""
+    for cand in (os.environ.get("COMPUTE_SANITIZER"), shutil.which("compute-sanitizer"),
+                 "/usr/local/cuda/bin/compute-sanitizer"):
+        if cand and os.path.exists(cand):
+            return cand
+    return None
+
+
+def select_nodes(collected: list[str], per_test: int, skip=HOST_SIDE_TESTS) -> list[str]:
+    """The first `per_test` node ids of each test function, in collection order, less `skip`."""
+    taken: dict[str, int] = {}
+    out = []
+    for node in collected:
+        func = node.split("[", 1)[0]  # (file::function)
+        if func.split("::")[-1] in skip or taken.get(func, 0) >= per_test:
+            continue
+        taken[func] = taken.get(func, 0) + 1
+        out.append(node)
+    return out
+
+
+def collect(env: dict) -> list[str]:
+    """pytest's node ids of TEST_FILES (collection only: it runs no kernel)."""
+    res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          *TEST_FILES], cwd=ROOT, capture_output=True, text=True, env=env)
+    nodes = [ln.strip() for ln in res.stdout.splitlines() if "::" in ln]
+    if not nodes:
+        raise SystemExit(f"sanitize_sweep: pytest collected nothing:\n{res.stdout[-2000:]}{res.stderr[-2000:]}")
+    return nodes
+
+
+# Every CuTe DSL kernel's name starts so; the filter leaves torch's own kernels (the tests' input
+# generation: its unpoisoned scale padding is garbage read on purpose, which initcheck reports)
+# unchecked and uninstrumented, which also makes the run several times faster.
+OUR_KERNELS = "kns=kernel_cutlass"
+
+
+def sanitizer_command(binary: str, tool: str, log: str, nodes: list[str], kernels: str | None = OUR_KERNELS) -> list[str]:
+    """One compute-sanitizer process over pytest on `nodes` (API errors off: torch and the DSL probe
+    driver entry points at import, which memcheck would count); -v so a run cut short still says
+    which tests it finished."""
+    filt = ["--kernel-name", kernels] if kernels else []
+    return [binary, "--tool", tool, "--report-api-errors", "no", "--target-processes", "all", *filt,
+            "--print-limit", "100", "--log-file", log, sys.executable, "-m", "pytest", "-v",
+            "-p", "no:cacheprovider", *nodes]
+
+
+_ERRORS = re.compile(r"=+ ERROR SUMMARY: (\d+) errors?")
+_RACES = re.compile(r"=+ RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)")
+_PYTEST = re.compile(r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xpassed)\b")
+
+
+def parse_sanitizer(text: str) -> dict:
+    """Errors a sanitizer log reports: {"errors": n} (racecheck: also "hazards" and "warnings");
+    "errors" None when the log holds no summary line (the tool or the process died first).
+    With --target-processes all every process writes a summary; they are added up."""
+    races = _RACES.findall(text)
+    if races:
+        return {"errors": sum(int(e) for _h, e, _w in races), "hazards": sum(int(h) for h, _e, _w in races),
+                "warnings": sum(int(w) for _h, _e, w in races)}
+    errs = _ERRORS.findall(text)
+    return {"errors": sum(int(e) for e in errs) if errs else None}
+
+
+def parse_pytest(text: str) -> dict:
+    """pytest -q's final counts, e.g. {"passed": 60, "skipped": 2}."""
+    lines = [ln for ln in text.splitlines() if re.search(r"\d+ (passed|failed|errors?)\b", ln)]
+    if not lines:
+        return {}
+    out = {}
+    for n, what in _PYTEST.findall(lines[-1]):
+        out["errors" if what.startswith("error") else what] = int(n)
+    return out
+
+
+def clean(result: dict) -> bool:
+    return result["sanitizer"].get("errors") == 0 and result["rc"] == 0 and not result["pytest"].get("failed") \
+        and not result["pytest"].get("errors")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="sanitize", help="folder for the logs and summary.json")
+    ap.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated, of {', '.join(TOOLS)}")
+    ap.add_argument("--per-test", type=int, default=1, help="parametrizations per test function")
+    ap.add_argument("--serial", action="store_true", help="one tool after another (default: side by side)")
+    ap.add_argument("--seed", type=int, default=None, help="NVFP4_TEST_SEED (default: drawn here)")
+    ap.add_argument("--start", type=int, default=0, help="skip the slice's first START tests (resume a cut run)")
+    ap.add_argument("--all-kernels", action="store_true", help="check torch's kernels too (default: ours only)")
+    args = ap.parse_args(argv)
+    tools = [t for t in args.tools.split(",") if t]
+    bad = [t for t in tools if t not in TOOLS]
+    if bad:
+        raise SystemExit(f"sanitize_sweep: unknown tool(s) {bad}; known: {', '.join(TOOLS)}")
+
+    binary = sanitizer_binary()
+    sys.path.insert(0, ROOT)
+    import torch
+
+    if binary is None or not torch.cuda.is_available():
+        print(f"sanitize_sweep: {'no CUDA GPU' if binary else 'no compute-sanitizer'} here; nothing run",
+              file=sys.stderr)
+        return 2
+    out_dir = os.path.abspath(args.out)
+    os.makedirs(out_dir, exist_ok=True)
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    env = {**os.environ, "NVFP4_TEST_SEED": str(seed)}
+    nodes = select_nodes(collect(env), args.per_test)[args.start:]
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+    summary = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+               "device": torch.cuda.get_device_name(0), "sanitizer": version[-1] if version else binary,
+               "seed": seed, "start": args.start, "kernels": "all" if args.all_kernels else OUR_KERNELS,
+               "nodes": nodes, "tools": {}}
+    print(f"sanitize_sweep: {len(nodes)} tests x {tools}, NVFP4_TEST_SEED={seed}", flush=True)
+
+    def finish(tool, p, fh, t0, log, out):
+        rc = p.wait()
+        fh.close()
+        text = open(log).read() if os.path.exists(log) else ""
+        result = {"rc": rc, "seconds": round(time.time() - t0), "sanitizer": parse_sanitizer(text),
+                  "pytest": parse_pytest(open(out).read())}
+        result["clean"] = clean(result)
+        summary["tools"][tool] = result
+        print(f"[{tool}] {json.dumps(result)}", flush=True)
+
+    running = []
+    for tool in tools:
+        log, out = (os.path.join(out_dir, f"{tool}.{ext}") for ext in ("log", "out"))
+        fh = open(out, "w")
+        job = (tool, subprocess.Popen(sanitizer_command(binary, tool, log, nodes,
+                                                        None if args.all_kernels else OUR_KERNELS), cwd=ROOT, env=env,
+                                      stdout=fh, stderr=subprocess.STDOUT), fh, time.time(), log, out)
+        if args.serial:
+            finish(*job)
+        else:
+            running.append(job)
+    for job in running:
+        finish(*job)
+    with open(os.path.join(out_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    return 0 if all(r["clean"] for r in summary["tools"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
