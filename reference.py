@@ -60,7 +60,9 @@ def _padding_fill(l, mn, sf_k, device, poison: bool, init) -> torch.Tensor:
 
 def generate_dual_input(m: int, n: int, k: int, l: int, seed: int, device=None, poison_padding=False):
     """The leaderboard's dual-GEMM input.  Scales drawn from [0, 1) (as fp32, then e4m3).
-    `poison_padding` fills the permuted scales' padding with e4m3 NaN instead of garbage."""
+    `poison_padding` fills the permuted scales' padding with e4m3 NaN instead of the
+    leaderboard's random 0 / 1 (as its generate_input fills it; session 51: a fill converted from
+    `torch.empty` made torch's own copy kernel read uninitialized memory under initcheck)."""
     device = device or _default_device()
     torch.manual_seed(seed)
     a = _fp4_operand(l, m, k, device)
@@ -72,7 +74,7 @@ def generate_dual_input(m: int, n: int, k: int, l: int, seed: int, device=None, 
     def scales(mn):
         plain = torch.rand((l, mn, sf_k), dtype=torch.float32, device=device).to(FP8).permute(1, 2, 0)
         fill = _padding_fill(l, mn, sf_k, device, poison_padding,
-                             lambda s: torch.empty(s, dtype=torch.int8, device=device).to(FP8))
+                             lambda s: torch.randint(0, 2, s, dtype=torch.int8, device=device).to(FP8))
         return plain, _permute_scales(plain, fill)
 
     sfa, sfa_p = scales(m)

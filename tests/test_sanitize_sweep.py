@@ -36,6 +36,13 @@ def test_parse_sanitizer_summaries():
     assert not S.clean({"rc": 0, "sanitizer": {"errors": None}, "pytest": {"passed": 3}})
 
 
+def test_reported_kernels():
+    text = MEM_LOG_BAD + "=========     at void at::native::unrolled_elementwise_kernel<x>(int)+0x1d0\n" \
+        "=========         Host Frame: cudaLaunchKernel [0x745b7] in libcudart.so.13\n"
+    assert S.reported_kernels(text) == {"ours": 1, "other": 1}
+    assert S.reported_kernels(SYNC_LOG) == {"ours": 0, "other": 0}
+
+
 def test_parse_pytest_and_clean():
     out = "....\n=== warnings summary ===\n60 passed, 2 skipped, 2 warnings in 19.45s\n"
     assert S.parse_pytest(out) == {"passed": 60, "skipped": 2}

@@ -104,6 +104,17 @@ _RACES = re.compile(r"=+ RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) err
 _PYTEST = re.compile(r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xpassed)\b")
 
 
+_AT = re.compile(r"^=+\s+at (?:void )?([A-Za-z_][\w:]*)", re.M)
+
+
+def reported_kernels(text: str) -> dict:
+    """How many printed reports name each kernel family: {"ours": n, "other": n} (ours: CuTe DSL
+    kernels, kernel_cutlass_*), from each report's device frame line ("at <kernel>+0x..")."""
+    names = _AT.findall(text)
+    ours = sum(n.startswith("kernel_cutlass") for n in names)
+    return {"ours": ours, "other": len(names) - ours}
+
+
 def parse_sanitizer(text: str) -> dict:
     """Errors a sanitizer log reports: {"errors": n} (racecheck: also "hazards" and "warnings");
     "errors" None when the log holds no summary line (the tool or the process died first).
@@ -171,7 +182,8 @@ def main(argv=None) -> int:
         rc = p.wait()
         fh.close()
         text = open(log).read() if os.path.exists(log) else ""
-        result = {"rc": rc, "seconds": round(time.time() - t0), "sanitizer": parse_sanitizer(text),
+        result = {"rc": rc, "seconds": round(time.time() - t0),
+                  "sanitizer": {**parse_sanitizer(text), "printed": reported_kernels(text)},
                   "pytest": parse_pytest(open(out).read())}
         result["clean"] = clean(result)
         summary["tools"][tool] = result
