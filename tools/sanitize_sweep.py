@@ -2,7 +2,7 @@
 initcheck, one process per tool (side by side by default), every log kept.
 
     python3 tools/sanitize_sweep.py --out sanitize [--tools memcheck,racecheck] [--per-test 1] [--serial]
-                                    [--start N] [--all-kernels]
+                                    [--start N] [--count N] [--all-kernels]
 
 The slice: the first --per-test parametrizations of every test function in tests/test_gpu_kernels.py
 and tests/test_gpu_masked.py (one per function by default: every kernel family, form and schedule
@@ -151,6 +151,7 @@ def main(argv=None) -> int:
     ap.add_argument("--serial", action="store_true", help="one tool after another (default: side by side)")
     ap.add_argument("--seed", type=int, default=None, help="NVFP4_TEST_SEED (default: drawn here)")
     ap.add_argument("--start", type=int, default=0, help="skip the slice's first START tests (resume a cut run)")
+    ap.add_argument("--count", type=int, default=None, help="run at most COUNT tests from START")
     ap.add_argument("--all-kernels", action="store_true", help="check torch's kernels too (default: ours only)")
     args = ap.parse_args(argv)
     tools = [t for t in args.tools.split(",") if t]
@@ -171,6 +172,7 @@ def main(argv=None) -> int:
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     env = {**os.environ, "NVFP4_TEST_SEED": str(seed)}
     nodes = select_nodes(collect(env), args.per_test)[args.start:]
+    nodes = nodes if args.count is None else nodes[:args.count]
     version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
     summary = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                "device": torch.cuda.get_device_name(0), "sanitizer": version[-1] if version else binary,
