@@ -75,3 +75,24 @@ def test_reruns_use_the_runs_test_seed(tmp_path, monkeypatch):
     summary = __import__("json").load(open(tmp_path / "summary.json"))
     assert str(summary["test_seed"]) == seeds.pop()
     assert all(v["verdict"].startswith("the kernel") for v in summary["bisect"].values())
+
+
+def test_sanitize_step_runs_the_sweep_last(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run(step, cmd, out_dir, env=None):
+        calls.append((step, cmd))
+        if step == "gpu_tests":
+            open(os.path.join(out_dir, "gpu_tests.xml"), "w").write("<testsuites/>")
+        return 0, 0.0
+
+    monkeypatch.setattr(F, "device_info", lambda: {"name": "fake"})
+    monkeypatch.setattr(F, "run", fake_run)
+    assert F.main(["--out", str(tmp_path), "--no-timing", "--sanitize"]) == 0
+    step, cmd = calls[-1]
+    assert step == "sanitize" and cmd[1] == "tools/sanitize_sweep.py"
+    summary = __import__("json").load(open(tmp_path / "summary.json"))
+    assert cmd[cmd.index("--seed") + 1] == str(summary["test_seed"]) and summary["sanitize"]["clean"]
+    calls.clear()
+    assert F.main(["--out", str(tmp_path), "--no-timing"]) == 0
+    assert "sanitize" not in [c[0] for c in calls]

@@ -1,7 +1,7 @@
 """The first session on a GPU whose kernels have never run here (a B200: sm_100a): one command for
 the checks README's "What has run where" asks for, in that order, with every output kept.
 
-    python3 tools/first_gpu_run.py [--out first_gpu_run] [--quick] [--no-timing]
+    python3 tools/first_gpu_run.py [--out first_gpu_run] [--quick] [--no-timing] [--sanitize]
 
 Steps (each writes DIR/<step>.log; DIR/summary.json holds what they found):
   1. device     the GPU, its capability and driver, and the arch our kernels compile for there
@@ -13,6 +13,10 @@ Steps (each writes DIR/<step>.log; DIR/summary.json holds what they found):
                 fails with both off)
   4. timing     benchmarks/leaderboard_timing.py, by default and with NVFP4_GRAPHS=0
   5. bench      benchmarks/bench.py --json --png (the main job)
+  6. sanitize   with --sanitize: tools/sanitize_sweep.py into DIR/sanitize (a slice of the GPU tests
+                under compute-sanitizer memcheck, racecheck, synccheck and initcheck, side by side;
+                on an H100 in session 51, each beside other tools: memcheck 7 min, initcheck 6,
+                synccheck 8, racecheck ~15 in two parts), whatever steps 2-5 found
 Timing runs only for a problem whose tests all passed: a number from a wrong kernel is no number.
 
 --quick limits step 2 to the leaderboard's test and benchmark shapes of both problems
@@ -107,6 +111,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-bisect", type=int, default=12,
                     help="bisect at most this many failures, the first ones (a kernel fault that breaks the CUDA "
                          "context fails every later test of its process; the first failures tell)")
+    ap.add_argument("--sanitize", action="store_true",
+                    help="last, the GPU tests' slice under compute-sanitizer (tools/sanitize_sweep.py)")
     args = ap.parse_args(argv)
 
     dev = device_info()
@@ -156,6 +162,11 @@ def main(argv=None) -> int:
         if clean == {"dual", "group"}:
             run("bench", [sys.executable, "benchmarks/bench.py", "--json", os.path.join(out_dir, "bench.json"),
                           "--png", os.path.join(out_dir, "bench.png")], out_dir)
+    if args.sanitize:
+        rc_s, secs_s = run("sanitize", [sys.executable, "tools/sanitize_sweep.py", "--out",
+                                        os.path.join(out_dir, "sanitize"), "--seed", seed_env["NVFP4_TEST_SEED"]],
+                           out_dir)
+        summary["sanitize"] = {"rc": rc_s, "seconds": round(secs_s), "clean": rc_s == 0}
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(json.dumps({"failed": len(failed), "bisect": {k: v["verdict"] for k, v in bisect.items()},
