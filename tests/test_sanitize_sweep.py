@@ -72,6 +72,9 @@ def test_sanitizer_command():
     assert "--target-processes" in cmd and cmd[cmd.index("--report-api-errors") + 1] == "no"
     assert cmd[cmd.index("--kernel-name") + 1] == S.OUR_KERNELS  # only our kernels by default
     assert "--kernel-name" not in S.sanitizer_command("/cs", "memcheck", "/l", ["t"], kernels=None)
+    # initcheck sees writes only in the kernels it instruments: never filtered
+    assert S.kernel_filter("initcheck", False) is None and S.kernel_filter("racecheck", True) is None
+    assert S.kernel_filter("memcheck", False) == S.kernel_filter("racecheck", False) == S.OUR_KERNELS
 
 
 def test_fixed_test_seed_names_the_node_ids():

@@ -123,7 +123,7 @@ def main(argv=None) -> int:
     os.makedirs(out_dir, exist_ok=True)
     # One fresh seed for the test run and every rerun: test_dual / test_grouped name it in their node
     # ids, so a rerun in a new process finds its test only with the same NVFP4_TEST_SEED.
-    seed_env = {"NVFP4_TEST_SEED": str(random.randrange(1 << 30))}
+    seed_env = {"NVFP4_TEST_SEED": os.environ.get("NVFP4_TEST_SEED") or str(random.randrange(1 << 30))}
     summary = {"device": dev, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "quick": args.quick,
                "test_seed": int(seed_env["NVFP4_TEST_SEED"])}
     print(json.dumps(dev), flush=True)
