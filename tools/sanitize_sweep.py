@@ -21,10 +21,11 @@ for the TMA point):
   initcheck  reads of global memory nothing has written (workspace padding read on purpose
              shows up here: see the log's kernel names before calling it a bug)
 
-memcheck, racecheck and synccheck check only our kernels (names starting kernel_cutlass: every
-CuTe DSL kernel) unless --all-kernels, which is faster (torch's kernels run uninstrumented).  initcheck always checks every kernel:
-it tracks writes only in the kernels it instruments, so filtered it would call every input torch
-wrote uninitialized (session 51: 100 false reports in the dual pre-pass, then an 8-minute stall).
+Unless --all-kernels, memcheck, racecheck and synccheck check only our kernels (names starting
+kernel_cutlass: every CuTe DSL kernel), which is faster: torch's kernels run uninstrumented.
+initcheck always checks every kernel: it tracks writes only in the kernels it instruments, so
+filtered it would call every input torch wrote uninitialized (session 51: 100 false reports in
+the dual pre-pass, then an 8-minute stall).
 
 Writes DIR/<tool>.log (the sanitizer's report), DIR/<tool>.out (pytest's output) and
 DIR/summary.json.  Exit code: 0 when every tool reported 0 errors and every test passed, 1
