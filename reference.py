@@ -30,13 +30,70 @@ def _default_device() -> str:
 # ------------------------------------------------------------------------------- inputs
 
 
-def _fp4_operand(l: int, mn: int, k: int, device) -> torch.Tensor:
+def _fp4_operand(l: int, mn: int, k: int, device, wide=None) -> torch.Tensor:
     """(mn, k/2, l) float4_e2m1fn_x2, a permuted view of contiguous (l, mn, k/2) bytes.
     Like the leaderboard, each nibble keeps only its sign and 2 low bits: values
-    {0, +-0.5, +-1, +-1.5}."""
+    {0, +-0.5, +-1, +-1.5}.  `wide` (the wide draw's (sf_k,) bool "loud" columns): all 16
+    codes (up to +-6, as real checkpoints hold) except in the loud scale columns."""
     raw = torch.randint(255, size=(l, mn, k // 2), dtype=torch.uint8, device=device)
-    raw = raw & 0b1011_1011
+    if wide is None:
+        return (raw & 0b1011_1011).permute(1, 2, 0).view(FP4)
+    loud = wide.to(device).repeat_interleave(SF_VEC // 2)[: k // 2]  # 8 bytes per scale column
+    raw = torch.where(loud, raw & 0b1011_1011, raw)
     return raw.permute(1, 2, 0).view(FP4)
+
+
+# The "wide" test inputs (not the leaderboard's): e2m1 data over all 16 codes, and e4m3 scales
+# over every finite non-negative encoding (0x00 = 0, the subnormals, ..., 0x7E = 448) on each
+# operand.  The leaderboard's draws leave whole parts of the formats unexercised: its data never
+# sets a code's top exponent bit (values 2 ... 6), its grouped scales are only 1 and 2 (no
+# mantissa bits, no subnormals) and its dual scales never exceed 1.  Scales are drawn per scale
+# column j (16 codes of K) in blocks of 16 columns.  In a probe block one operand, the probe,
+# takes exponent field E = (j + offset) % 16 in every row (blocks alternate which operand probes,
+# so each sees all 127 codes in two blocks: K >= 512), and the other takes E' = WIDE_EXP_SUM - E,
+# so that scale products sit near 2^(WIDE_EXP_SUM - 14) (e4m3 bias 7); where E' would be below 0
+# it takes the smallest nonzero scale, 2^-9.  Mantissas are uniform (0x7F, NaN, excluded).  The
+# dual squares its magnitudes (silu(x1) x2), so it has two probe blocks at a random place in K,
+# quiet columns elsewhere (both operands' codes uniform over 0x00-0x27: 0 ... 0.234), and its
+# "loud" columns (a clamped partner beside probe E >= 12: scale products up to 0.875) keep the
+# leaderboard's small data codes; grouped probes every block.  Outputs stay well inside fp16
+# (tests/test_reference.py checks the range, and that per-code errors fail the check).
+WIDE_EXP_SUM = {"dual": 8, "group": 14}
+WIDE_PROBE_BLOCKS = {"dual": 2, "group": None}  # None: every block
+WIDE_LOUD_MIN_EXP = {"dual": 12, "group": 16}  # 16: no loud columns
+_QUIET = -2
+
+
+def _wide_plan(problem: str, sf_k: int, offset: int, device):
+    """Per scale column (sf_k,): A's and B's exponent fields under the wide draw (0-15; -1 a
+    partner clamped below; _QUIET) and the loud columns (bool)."""
+    j = torch.arange(sf_k, device=device)
+    probe = (j + offset) % 16
+    other = (WIDE_EXP_SUM[problem] - probe).clamp(min=-1)
+    block = j // 16
+    a_probes = (block + offset) % 2 == 0
+    e_a, e_b = torch.where(a_probes, probe, other), torch.where(a_probes, other, probe)
+    active = torch.ones_like(a_probes)
+    n_probe = WIDE_PROBE_BLOCKS[problem]
+    if n_probe is not None:
+        start = offset % max(1, ceil_div(sf_k, 16) - n_probe + 1)
+        active = (block >= start) & (block < start + n_probe)
+        e_a, e_b = (torch.where(active, e, torch.full_like(e, _QUIET)) for e in (e_a, e_b))
+    loud = active & (other == -1) & (probe >= WIDE_LOUD_MIN_EXP[problem])
+    return e_a, e_b, loud
+
+
+def _wide_scales(l: int, mn: int, sf_k: int, exponents: torch.Tensor, device) -> torch.Tensor:
+    """(mn, sf_k, l) e4m3 scales with the given per-column exponent fields (sf_k,) and uniform
+    mantissas (exponent 15 takes mantissa 0-6: 0x7F is NaN; -1 is the smallest nonzero scale,
+    0x01 = 2^-9; quiet columns any code 0x00-0x27)."""
+    e = exponents.to(device).view(1, 1, sf_k).expand(l, mn, sf_k)
+    mant = torch.randint(0, 8, (l, mn, sf_k), dtype=torch.int64, device=device)
+    quiet = torch.randint(0, 0x28, (l, mn, sf_k), dtype=torch.int64, device=device)
+    mant = torch.where(e == 15, mant % 7, mant)
+    code = torch.where(e == -1, torch.ones_like(mant), e * 8 + mant)
+    code = torch.where(e == _QUIET, quiet, code)
+    return code.to(torch.uint8).view(FP8).permute(1, 2, 0)
 
 
 def _permute_scales(sf_plain: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
@@ -58,48 +115,60 @@ def _padding_fill(l, mn, sf_k, device, poison: bool, init) -> torch.Tensor:
     return init(shape)
 
 
-def generate_dual_input(m: int, n: int, k: int, l: int, seed: int, device=None, poison_padding=False):
+def generate_dual_input(m: int, n: int, k: int, l: int, seed: int, device=None, poison_padding=False,
+                        wide=False):
     """The leaderboard's dual-GEMM input.  Scales drawn from [0, 1) (as fp32, then e4m3).
     `poison_padding` fills the permuted scales' padding with e4m3 NaN instead of the
     leaderboard's random 0 / 1 (as its generate_input fills it; session 51: a fill converted from
-    `torch.empty` made torch's own copy kernel read uninitialized memory under initcheck)."""
+    `torch.empty` made torch's own copy kernel read uninitialized memory under initcheck).
+    `wide`: the wide test draw (`WIDE_EXP_SUM`), same shapes, dtypes and layouts."""
     device = device or _default_device()
     torch.manual_seed(seed)
-    a = _fp4_operand(l, m, k, device)
-    b1 = _fp4_operand(l, n, k, device)
-    b2 = _fp4_operand(l, n, k, device)
-    c = torch.randn((l, m, n), dtype=torch.float16, device=device).permute(1, 2, 0)
     sf_k = ceil_div(k, SF_VEC)
+    plan = _wide_plan("dual", sf_k, int(torch.randint(0, 1 << 16, (1,)).item()), "cpu") if wide else None
+    loud = plan[2] if wide else None
+    a = _fp4_operand(l, m, k, device, loud)
+    b1 = _fp4_operand(l, n, k, device, loud)
+    b2 = _fp4_operand(l, n, k, device, loud)
+    c = torch.randn((l, m, n), dtype=torch.float16, device=device).permute(1, 2, 0)
 
-    def scales(mn):
-        plain = torch.rand((l, mn, sf_k), dtype=torch.float32, device=device).to(FP8).permute(1, 2, 0)
+    def scales(mn, is_a=False):
+        if wide:
+            plain = _wide_scales(l, mn, sf_k, plan[0] if is_a else plan[1], device)
+        else:
+            plain = torch.rand((l, mn, sf_k), dtype=torch.float32, device=device).to(FP8).permute(1, 2, 0)
         fill = _padding_fill(l, mn, sf_k, device, poison_padding,
                              lambda s: torch.randint(0, 2, s, dtype=torch.int8, device=device).to(FP8))
         return plain, _permute_scales(plain, fill)
 
-    sfa, sfa_p = scales(m)
+    sfa, sfa_p = scales(m, is_a=True)
     sfb1, sfb1_p = scales(n)
     sfb2, sfb2_p = scales(n)
     return (a, b1, b2, sfa, sfb1, sfb2, sfa_p, sfb1_p, sfb2_p, c)
 
 
 def generate_group_input(ms, ns, ks, g: int, seed: int, device=None, poison_padding=False,
-                         scales_on_cpu=True):
+                         scales_on_cpu=True, wide=False):
     """The leaderboard's grouped input: per group (a, b, c), plain scales (on the CPU, as
     the leaderboard leaves them, unless `scales_on_cpu=False`), permuted scales, (m, n, k, 1).
-    Scales drawn from {1, 2}."""
+    Scales drawn from {1, 2}.  `wide`: the wide test draw (`WIDE_EXP_SUM`), same shapes,
+    dtypes and layouts."""
     device = device or _default_device()
     torch.manual_seed(seed)
     l = 1
     abc, sfs, sfs_p, sizes = [], [], [], []
     for gi in range(g):
         m, n, k = ms[gi], ns[gi], ks[gi]
-        a = _fp4_operand(l, m, k, device)
-        b = _fp4_operand(l, n, k, device)
-        c = torch.randn((l, m, n), dtype=torch.float16, device=device).permute(1, 2, 0)
         sf_k = ceil_div(k, SF_VEC)
-        sfa = torch.randint(1, 3, (l, m, sf_k), dtype=torch.int8).to(FP8).permute(1, 2, 0)
-        sfb = torch.randint(1, 3, (l, n, sf_k), dtype=torch.int8).to(FP8).permute(1, 2, 0)
+        plan = _wide_plan("group", sf_k, int(torch.randint(0, 1 << 16, (1,)).item()), "cpu") if wide else None
+        a = _fp4_operand(l, m, k, device, plan[2] if wide else None)
+        b = _fp4_operand(l, n, k, device, plan[2] if wide else None)
+        c = torch.randn((l, m, n), dtype=torch.float16, device=device).permute(1, 2, 0)
+        if wide:
+            sfa, sfb = _wide_scales(l, m, sf_k, plan[0], "cpu"), _wide_scales(l, n, sf_k, plan[1], "cpu")
+        else:
+            sfa = torch.randint(1, 3, (l, m, sf_k), dtype=torch.int8).to(FP8).permute(1, 2, 0)
+            sfb = torch.randint(1, 3, (l, n, sf_k), dtype=torch.int8).to(FP8).permute(1, 2, 0)
 
         def permuted(sf, mn):
             fill = _padding_fill(l, mn, sf_k, device, poison_padding,

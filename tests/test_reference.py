@@ -112,3 +112,113 @@ def test_check_implementation_accepts_reference_and_rejects_errors():
     assert not R.check_implementation(g, [])[0]
     outs[0][71, 63, 0] = float("inf")
     assert not R.check_implementation(g, outs)[0]
+
+
+# ------------------------------------------------------------------- the wide test draw
+
+
+def _dequant_with(x, sf, scale_fn=None, value_fn=None):
+    """(l, mn, k) float32 like reference._dequant, with an optional error injected: `value_fn`
+    on the e2m1 values, `scale_fn(values, codes)` on the repeated scales and their bytes."""
+    from nvfp4gemm.formats import decode_mn_k, decode_scales
+
+    v = decode_mn_k(x)
+    s = decode_scales(sf)
+    if value_fn is not None:
+        v = value_fn(v)
+    if scale_fn is not None:
+        s = scale_fn(s, sf.view(torch.uint8).to(torch.int64).permute(2, 0, 1).repeat_interleave(16, dim=-1))
+    return v * s
+
+
+def _ref_with(d, a_fn=None, b_fn=None, value_fn=None):
+    """The reference's output with an error injected into A's scales (a_fn), every B's scales
+    (b_fn) or every operand's e2m1 values (value_fn)."""
+    if R.is_dual(d):
+        a, b1, b2, sfa, sfb1, sfb2 = d[:6]
+        fa = _dequant_with(a, sfa, a_fn, value_fn)
+        x1 = torch.bmm(fa, _dequant_with(b1, sfb1, b_fn, value_fn).transpose(1, 2))
+        x2 = torch.bmm(fa, _dequant_with(b2, sfb2, b_fn, value_fn).transpose(1, 2))
+        return (torch.nn.functional.silu(x1) * x2).to(torch.float16).permute(1, 2, 0)
+    return [torch.bmm(_dequant_with(a, sfa, a_fn, value_fn), _dequant_with(b, sfb, b_fn, value_fn).transpose(1, 2))
+            .to(torch.float16).permute(1, 2, 0) for (a, b, _), (sfa, sfb) in zip(d[0], d[1])]
+
+
+def _wide_and_leaderboard(problem, seed):
+    if problem == "dual":
+        args = (256, 128, 1024, 1, seed)
+    else:
+        args = ([128, 72], [128, 256], [1024, 512], 2, seed)
+    return R.generate_input(*args, device="cpu", wide=True), R.generate_input(*args, device="cpu")
+
+
+@pytest.mark.parametrize("problem", ["dual", "group"])
+def test_wide_draw_covers_every_code_in_the_leaderboard_layouts(problem):
+    """The wide draw (reference.py, NVFP4_TEST_DRAW=wide) has the leaderboard draw's dtypes,
+    shapes, strides and devices, its permuted scales hold its plain ones, and each operand
+    holds every e2m1 code and every finite non-negative e4m3 scale (0x00 ... 0x7E) once K >= 512."""
+    wide, lb = _wide_and_leaderboard(problem, 21)
+    flat = lambda d: [t for t in (d if problem == "dual" else [x for g in d[:3] for p in g for x in p])  # noqa: E731
+                      if isinstance(t, torch.Tensor)]
+    for w, b in zip(flat(wide), flat(lb), strict=True):
+        assert (w.dtype, w.shape, w.stride(), w.device) == (b.dtype, b.shape, b.stride(), b.device)
+    if problem == "dual":
+        operands = [(wide[i], wide[3 + i], wide[6 + i]) for i in range(3)]
+    else:
+        operands = [(x, s, p) for (a, b, _), sfs, sfs_p in zip(*wide[:3]) for x, s, p in zip((a, b), sfs, sfs_p)]
+    every_scale = set(range(0x7F))
+    for x, sf, sf_p in operands:
+        mn, sf_k, _ = sf.shape
+        assert torch.equal(from_permuted(sf_p, mn, sf_k).view(torch.uint8), sf.view(torch.uint8))
+        codes = x.view(torch.uint8)
+        assert set(torch.cat([codes & 0xF, codes >> 4]).unique().tolist()) == set(range(16))
+        if sf_k >= 32:
+            assert set(sf.view(torch.uint8).unique().tolist()) == every_scale
+
+
+@pytest.mark.parametrize("problem, shape", [
+    ("dual", (256, 3072, 4096, 1)), ("dual", (512, 768, 7168, 1)), ("dual", (7168, 384, 2304, 1)),
+    ("group", ([40, 76, 168, 72, 164, 148, 196, 160], [7168] * 8, [2048] * 8)),
+    ("group", ([192, 320], [3072] * 2, [4096] * 2))])
+def test_wide_draw_outputs_stay_inside_fp16(problem, shape):
+    """Leaderboard shapes under the wide draw: every output finite, the largest 8x or more
+    below fp16's 65504 (so no fresh seed lands on an overflow), and not trivially small."""
+    args = (*shape, 5) if problem == "dual" else (*shape, len(shape[0]), 5)
+    outs = R.ref_kernel(R.generate_input(*args, device="cpu", wide=True))
+    x = torch.cat([o.float().abs().flatten() for o in (outs if problem == "group" else [outs])])
+    assert torch.isfinite(x).all() and x.max() < 65504 / 8, x.max()
+    assert x.median() > 0.5
+
+
+def _class_errors():
+    """Errors that a decode could make: a scale mantissa off by 1/8 for one exponent field (each
+    of the 16, on A or on B), subnormal scales flushed to zero, adjacent scale columns
+    swapped, the e2m1 top exponent bit dropped."""
+    def mantissa(e):
+        return lambda s, c: torch.where((c >> 3) & 0xF == e, s * 1.125, s)
+
+    def swap(s, c):
+        return s.view(*s.shape[:-1], -1, 2, 16).flip(-2).reshape(s.shape)
+
+    errs = {f"{op} mantissa, exponent field {e}": {f"{op}_fn": mantissa(e)} for op in "ab" for e in range(16)}
+    errs.update({f"{op} subnormals flushed": {f"{op}_fn": lambda s, c: torch.where((c >> 3) & 0xF == 0, 0 * s, s)}
+                 for op in "ab"})
+    errs["a scale columns swapped in pairs"] = {"a_fn": swap}
+    errs["e2m1 top exponent bit dropped"] = {"value_fn": lambda v: torch.where(v.abs() >= 2, v / 4, v)}
+    return errs
+
+
+@pytest.mark.parametrize("problem", ["dual", "group"])
+def test_wide_draw_catches_what_the_leaderboard_draw_cannot(problem):
+    """Each decode error of `_class_errors` fails check_implementation on the wide draw.  The
+    leaderboard's draw passes most of them (why NVFP4_TEST_DRAW=wide exists): its data never
+    sets the top exponent bit, and its scales cover few exponent fields."""
+    wide, lb = _wide_and_leaderboard(problem, 22)
+    missed_by_lb = []
+    for name, err in _class_errors().items():
+        ok, _ = R.check_implementation(wide, _ref_with(wide, **err))
+        assert not ok, f"the wide draw misses: {name}"
+        if R.check_implementation(lb, _ref_with(lb, **err))[0]:
+            missed_by_lb.append(name)
+    assert "e2m1 top exponent bit dropped" in missed_by_lb
+    assert len(missed_by_lb) >= 16, missed_by_lb  # dual 17 (fields 8-15 on A and B), grouped 31
