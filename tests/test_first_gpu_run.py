@@ -71,7 +71,7 @@ def test_reruns_use_the_runs_test_seed(tmp_path, monkeypatch):
     monkeypatch.setattr(F, "run", fake_run)
     assert F.main(["--out", str(tmp_path), "--no-timing"]) == 1
     seeds = {env.get("NVFP4_TEST_SEED") for _s, cmd, env in calls if "pytest" in cmd}
-    assert len(calls) == 1 + 3 * 2 and len(seeds) == 1 and None not in seeds
+    assert len(calls) == 2 + 3 * 2 and len(seeds) == 1 and None not in seeds  # two draws, 3 failures
     summary = __import__("json").load(open(tmp_path / "summary.json"))
     assert str(summary["test_seed"]) == seeds.pop()
     assert all(v["verdict"].startswith("the kernel") for v in summary["bisect"].values())
@@ -96,3 +96,39 @@ def test_sanitize_step_runs_the_sweep_last(tmp_path, monkeypatch):
     calls.clear()
     assert F.main(["--out", str(tmp_path), "--no-timing"]) == 0
     assert "sanitize" not in [c[0] for c in calls]
+
+
+def test_each_draw_runs_and_its_failures_rerun_under_it(tmp_path, monkeypatch):
+    """The GPU tests run once per input draw (NVFP4_TEST_DRAW: the leaderboard's, then the wide
+    one); a failure in the wide run alone is rerun under the wide draw and holds back its
+    problem's timing."""
+    calls = []
+    wide_junit = ('<testsuites><testsuite name="pytest" failures="1" tests="2"><testcase classname="tests.test_gpu_kernels" '
+                  'name="test_dual[(256, 3072, 4096, 1)-1111]" time="1.0"><failure message="x">boom</failure></testcase>'
+                  '<testcase classname="tests.test_gpu_kernels" name="test_grouped[96x128x256-1111]" time="1.0"/>'
+                  '</testsuite></testsuites>')
+
+    def fake_run(step, cmd, out_dir, env=None):
+        calls.append((step, dict(env or {})))
+        if step == "gpu_tests_wide":
+            open(os.path.join(out_dir, "gpu_tests_wide.xml"), "w").write(wide_junit)
+            return 1, 0.0
+        if step == "gpu_tests":
+            open(os.path.join(out_dir, "gpu_tests.xml"), "w").write("<testsuites/>")
+            return 0, 0.0
+        return 1, 0.0  # the reruns fail too
+
+    monkeypatch.setattr(F, "device_info", lambda: {"name": "fake"})
+    monkeypatch.setattr(F, "run", fake_run)
+    assert F.main(["--out", str(tmp_path), "--no-timing"]) == 1
+    assert [(s, env["NVFP4_TEST_DRAW"]) for s, env in calls[:2]] == [("gpu_tests", "leaderboard"),
+                                                                     ("gpu_tests_wide", "wide")]
+    assert len(calls) == 4 and all(env["NVFP4_TEST_DRAW"] == "wide" for _s, env in calls[2:])
+    summary = __import__("json").load(open(tmp_path / "summary.json"))
+    assert list(summary["bisect"]) == ["wide: tests/test_gpu_kernels.py::test_dual[(256, 3072, 4096, 1)-1111]"]
+    assert summary["timed_problems"] == ["group"] and summary["gpu_tests"]["failed"] == []
+    calls.clear()
+    assert F.main(["--out", str(tmp_path), "--no-timing", "--draws", "leaderboard"]) == 0
+    assert [s for s, _env in calls] == ["gpu_tests"]
+    with pytest.raises(SystemExit):
+        F.main(["--out", str(tmp_path), "--draws", "leaderboard,uniform"])

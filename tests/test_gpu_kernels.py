@@ -33,6 +33,18 @@ pytestmark = pytest.mark.skipif(not _gpu_ok(), reason=_REASON)
 _SEEDS = [1111, int(os.environ.get("NVFP4_TEST_SEED") or random.randrange(1 << 30))]
 
 
+def test_inputs_take_the_selected_draw():
+    """NVFP4_TEST_DRAW (tests/conftest.py) reaches this module's inputs: the wide draw's data
+    sets e2m1's top exponent bit and its grouped scales leave {1, 2}; the leaderboard's never."""
+    from conftest import selected_draw
+
+    wide = selected_draw() == "wide"
+    dual = R.generate_input(128, 128, 512, 1, 3, device="cuda")
+    group = R.generate_input([64], [128], [512], 1, 3, device="cuda")
+    assert bool(((dual[0].view(torch.uint8) & 0x44) != 0).any()) == wide
+    assert (set(group[1][0][0].float().unique().tolist()) != {1.0, 2.0}) == wide
+
+
 def _flipped(data, problem):
     """New tensors of the same signature with other values: every tensor cloned, A's e2m1 sign
     bits flipped (byte ^ 0x88 negates both codes of a byte: still valid NVFP4)."""

@@ -2,10 +2,14 @@
 the checks README's "What has run where" asks for, in that order, with every output kept.
 
     python3 tools/first_gpu_run.py [--out first_gpu_run] [--quick] [--no-timing] [--sanitize]
+                                   [--draws leaderboard,wide]
 
 Steps (each writes DIR/<step>.log; DIR/summary.json holds what they found):
   1. device     the GPU, its capability and driver, and the arch our kernels compile for there
-  2. gpu_tests  pytest tests/test_gpu_kernels.py tests/test_gpu_bundle.py (junit XML kept)
+  2. gpu_tests  pytest tests/test_gpu_kernels.py tests/test_gpu_bundle.py (junit XML kept), once per
+                input draw (NVFP4_TEST_DRAW): the leaderboard's, then the wide one (every e2m1 code,
+                every finite e4m3 scale on each operand: what real checkpoints hold and the
+                leaderboard's inputs never set); steps gpu_tests and gpu_tests_wide
   3. bisect     each failed test (the first --max-bisect, 12) again, alone, with NVFP4_GRAPHS=0
                 (no CUDA-graph replay), then also NVFP4_TABLE_WRITER=0 (grouped: no
                 table-writer kernel; each address set's workspace uploaded once): which layer a
@@ -40,6 +44,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPU_TESTS = ["tests/test_gpu_kernels.py", "tests/test_gpu_bundle.py"]
 QUICK_TESTS = ["tests/test_gpu_kernels.py::test_dual", "tests/test_gpu_kernels.py::test_grouped", "tests/test_gpu_bundle.py"]
 # the layers a failure may live in, switched off one after another (README "What has run where")
+DRAWS = ("leaderboard", "wide")  # NVFP4_TEST_DRAW values (tests/conftest.py)
 BISECT_STEPS = (("graphs_off", {"NVFP4_GRAPHS": "0"}),
                 ("graphs_and_writer_off", {"NVFP4_GRAPHS": "0", "NVFP4_TABLE_WRITER": "0"}))
 
@@ -113,7 +118,12 @@ def main(argv=None) -> int:
                          "context fails every later test of its process; the first failures tell)")
     ap.add_argument("--sanitize", action="store_true",
                     help="last, the GPU tests' slice under compute-sanitizer (tools/sanitize_sweep.py)")
+    ap.add_argument("--draws", default=",".join(DRAWS),
+                    help="the test input draws to run, in order (NVFP4_TEST_DRAW; default: %(default)s)")
     args = ap.parse_args(argv)
+    draws = [d for d in args.draws.split(",") if d]
+    if not draws or any(d not in DRAWS for d in draws):
+        ap.error(f"--draws: a comma-separated subset of {','.join(DRAWS)}")
 
     dev = device_info()
     if dev is None:
@@ -128,30 +138,37 @@ def main(argv=None) -> int:
                "test_seed": int(seed_env["NVFP4_TEST_SEED"])}
     print(json.dumps(dev), flush=True)
 
-    junit = os.path.join(out_dir, "gpu_tests.xml")
     tests = QUICK_TESTS if args.quick else GPU_TESTS
-    rc, secs = run("gpu_tests", [sys.executable, "-m", "pytest", "-q", "-rs", *tests, f"--junitxml={junit}"], out_dir,
-                   seed_env)
-    failed = failed_tests(junit) if os.path.exists(junit) else []
-    summary["gpu_tests"] = {"rc": rc, "seconds": round(secs), "failed": failed}
-    if rc not in (0, 1):  # (1: some tests failed; anything else: pytest itself did not run them)
-        summary["gpu_tests"]["note"] = "pytest did not complete; see gpu_tests.log"
+    failures = []  # (draw, node id)
+    all_ran = True
+    for draw in draws:
+        step = "gpu_tests" if draw == "leaderboard" else f"gpu_tests_{draw}"
+        junit = os.path.join(out_dir, f"{step}.xml")
+        rc, secs = run(step, [sys.executable, "-m", "pytest", "-q", "-rs", *tests, f"--junitxml={junit}"], out_dir,
+                       {**seed_env, "NVFP4_TEST_DRAW": draw})
+        failed = failed_tests(junit) if os.path.exists(junit) else []
+        summary[step] = {"rc": rc, "seconds": round(secs), "failed": failed, "draw": draw}
+        if rc not in (0, 1):  # (1: some tests failed; anything else: pytest itself did not run them)
+            summary[step]["note"] = f"pytest did not complete; see {step}.log"
+            all_ran = False
+        failures += [(draw, node) for node in failed]
 
     bisect = {}
-    summary["not_bisected"] = failed[args.max_bisect:]
-    for node in failed[:args.max_bisect]:
+    summary["not_bisected"] = [f"{draw}: {node}" for draw, node in failures[args.max_bisect:]]
+    for draw, node in failures[:args.max_bisect]:
         res = {}
         for step, env in BISECT_STEPS:
-            safe = "".join(ch if ch.isalnum() else "_" for ch in node)[-80:]
+            safe = "".join(ch if ch.isalnum() else "_" for ch in f"{draw}_{node}")[-80:]
             r, _ = run(f"bisect_{step}_{safe}", [sys.executable, "-m", "pytest", "-q", node], out_dir,
-                       {**seed_env, **env})
+                       {**seed_env, "NVFP4_TEST_DRAW": draw, **env})
             res[step] = r == 0
             if r == 0:
                 break
-        bisect[node] = {**res, "verdict": verdict(res)}
+        bisect[f"{draw}: {node}"] = {**res, "verdict": verdict(res)}
     summary["bisect"] = bisect
 
-    clean = {p for p in ("dual", "group") if rc in (0, 1) and not any(problem_of(n) in (p, "other") for n in failed)}
+    clean = {p for p in ("dual", "group")
+             if all_ran and not any(problem_of(n) in (p, "other") for _d, n in failures)}
     summary["timed_problems"] = sorted(clean)
     if not args.no_timing:
         for p in sorted(clean):
@@ -169,9 +186,9 @@ def main(argv=None) -> int:
         summary["sanitize"] = {"rc": rc_s, "seconds": round(secs_s), "clean": rc_s == 0}
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    print(json.dumps({"failed": len(failed), "bisect": {k: v["verdict"] for k, v in bisect.items()},
+    print(json.dumps({"failed": len(failures), "bisect": {k: v["verdict"] for k, v in bisect.items()},
                       "timed": sorted(clean), "out": out_dir}, indent=1))
-    return 0 if rc == 0 else 1
+    return 0 if all_ran and not failures else 1
 
 
 if __name__ == "__main__":
