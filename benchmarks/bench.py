@@ -152,6 +152,9 @@ def main(argv=None) -> int:
     ap.add_argument("--moe-capacity", type=int, default=None,
                     help="--moe on sm_90a: MaskedGroupedGemm's expert buffers hold this many rows (default "
                          "--moe-max-m; e.g. 256 with --moe-max-m 16: decode steps in buffers sized for prefill)")
+    ap.add_argument("--draw", choices=["leaderboard", "wide"], default="leaderboard",
+                    help="GPU: the cases' inputs as the leaderboard draws them, or reference.py's wide test draw "
+                         "(every e2m1 code, every finite e4m3 scale: closer to real checkpoints); not with --moe")
     ap.add_argument("--compile-only", action="store_true")
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--json", default=None, help="write results here")
@@ -163,6 +166,11 @@ def main(argv=None) -> int:
     if not 1 <= args.moe_max_m <= args.moe_capacity:
         raise SystemExit(f"--moe-max-m {args.moe_max_m} must be in 1..--moe-capacity ({args.moe_capacity})")
     args.moe_auto = not _USER_DYNAMIC_M
+    if args.draw == "wide" and args.moe:
+        # the MoE inputs share one set of expert weights, but the wide draw plans each input's A and B
+        # scales together (their products stay inside fp16 only as a pair)
+        raise SystemExit("--draw wide: not with --moe (its calls share one set of weights; the wide draw "
+                         "pairs each input's A and B scales)")
 
     problems = list(PROBLEMS) if args.problem == "all" else [args.problem]
     archs = list(ARCHS) if args.arch == "all" else [args.arch]

@@ -242,3 +242,19 @@ def test_moe_masked_table(capsys):
     assert re.search(r"g16 N2048 K7168 cap 256 M_g 1-256 +NO ", out)
     assert timing.masked_serves((8, 4096, 7168), 256) and timing.masked_serves((8, 192, 2048), 16)
     assert not timing.masked_serves((8, 192, 2048), 256)
+
+
+def test_draw_option_reaches_the_inputs_and_refuses_moe(monkeypatch):
+    """bench.py --draw wide: the cases' inputs come from reference.py's wide draw; not with --moe
+    (its inputs share one set of weights, which the wide draw cannot pair with each input's A)."""
+    from benchmarks import bench, timing
+
+    seen = []
+    monkeypatch.setattr(timing.R, "generate_input", lambda *a, **kw: seen.append(kw.get("wide")))
+    for draw in timing.INPUT_DRAWS:
+        monkeypatch.setattr(timing, "INPUT_DRAW", draw)
+        timing.make_input("dual", (128, 256, 512, 1), 1)
+        timing.make_input("group", ((64, 128, 512), (96, 128, 512)), 1)
+    assert seen == [False, False, True, True]
+    with pytest.raises(SystemExit, match="--draw wide: not with --moe"):
+        bench.main(["--draw", "wide", "--moe", "leaderboard"])
