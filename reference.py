@@ -30,15 +30,16 @@ def _default_device() -> str:
 # ------------------------------------------------------------------------------- inputs
 
 
-def _fp4_operand(l: int, mn: int, k: int, device, wide=None) -> torch.Tensor:
+def _fp4_operand(l: int, mn: int, k: int, device, loud=None) -> torch.Tensor:
     """(mn, k/2, l) float4_e2m1fn_x2, a permuted view of contiguous (l, mn, k/2) bytes.
     Like the leaderboard, each nibble keeps only its sign and 2 low bits: values
-    {0, +-0.5, +-1, +-1.5}.  `wide` (the wide draw's (sf_k,) bool "loud" columns): all 16
-    codes (up to +-6, as real checkpoints hold) except in the loud scale columns."""
-    raw = torch.randint(255, size=(l, mn, k // 2), dtype=torch.uint8, device=device)
-    if wide is None:
+    {0, +-0.5, +-1, +-1.5}.  The wide draw passes its (sf_k,) bool `loud` scale columns: then
+    every byte (all 16 codes, up to +-6, as real checkpoints hold) except in those columns."""
+    if loud is None:
+        raw = torch.randint(255, size=(l, mn, k // 2), dtype=torch.uint8, device=device)
         return (raw & 0b1011_1011).permute(1, 2, 0).view(FP4)
-    loud = wide.to(device).repeat_interleave(SF_VEC // 2)[: k // 2]  # 8 bytes per scale column
+    raw = torch.randint(256, size=(l, mn, k // 2), dtype=torch.uint8, device=device)
+    loud = loud.to(device).repeat_interleave(SF_VEC // 2)[: k // 2]  # 8 bytes per scale column
     raw = torch.where(loud, raw & 0b1011_1011, raw)
     return raw.permute(1, 2, 0).view(FP4)
 
