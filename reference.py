@@ -11,6 +11,10 @@ device follows the inputs.
   generate_input(ms, ns, ks, g, seed)         grouped: (abc, sfasfb, sfasfb_perm, sizes)
   ref_kernel(data)                            dual: fp16 (m, n, l); grouped: list of those
   check_implementation(data, output)          (ok, message); rtol = atol = 1e-3
+
+`generate_input(..., wide=True)` is not the leaderboard's draw but the wide test draw (every e2m1
+code, every finite e4m3 scale on each operand; see WIDE_EXP_SUM), which the GPU tests take under
+NVFP4_TEST_DRAW=wide and bench.py under --draw wide.
 """
 
 from __future__ import annotations
