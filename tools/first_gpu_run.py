@@ -43,8 +43,8 @@ import xml.etree.ElementTree as ET
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPU_TESTS = ["tests/test_gpu_kernels.py", "tests/test_gpu_bundle.py"]
 QUICK_TESTS = ["tests/test_gpu_kernels.py::test_dual", "tests/test_gpu_kernels.py::test_grouped", "tests/test_gpu_bundle.py"]
-# the layers a failure may live in, switched off one after another (README "What has run where")
 DRAWS = ("leaderboard", "wide")  # NVFP4_TEST_DRAW values (tests/conftest.py)
+# the layers a failure may live in, switched off one after another (README "What has run where")
 BISECT_STEPS = (("graphs_off", {"NVFP4_GRAPHS": "0"}),
                 ("graphs_and_writer_off", {"NVFP4_GRAPHS": "0", "NVFP4_TABLE_WRITER": "0"}))
 
