@@ -63,6 +63,7 @@ def _fp4_operand(l: int, mn: int, k: int, device, loud=None) -> torch.Tensor:
 # "loud" columns (a clamped partner beside probe E >= 12: scale products up to 0.875) keep the
 # leaderboard's small data codes; grouped probes every block.  Outputs stay well inside fp16
 # (tests/test_reference.py checks the range, and that per-code errors fail the check).
+DRAWS = ("leaderboard", "wide")  # the input draws (NVFP4_TEST_DRAW, bench.py --draw, first_gpu_run --draws)
 WIDE_EXP_SUM = {"dual": 8, "group": 14}
 WIDE_PROBE_BLOCKS = {"dual": 2, "group": None}  # None: every block
 WIDE_LOUD_MIN_EXP = {"dual": 12, "group": 16}  # 16: no loud columns

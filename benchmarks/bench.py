@@ -152,7 +152,9 @@ def main(argv=None) -> int:
     ap.add_argument("--moe-capacity", type=int, default=None,
                     help="--moe on sm_90a: MaskedGroupedGemm's expert buffers hold this many rows (default "
                          "--moe-max-m; e.g. 256 with --moe-max-m 16: decode steps in buffers sized for prefill)")
-    ap.add_argument("--draw", choices=["leaderboard", "wide"], default="leaderboard",
+    from reference import DRAWS
+
+    ap.add_argument("--draw", choices=DRAWS, default="leaderboard",
                     help="GPU: the cases' inputs as the leaderboard draws them, or reference.py's wide test draw "
                          "(every e2m1 code, every finite e4m3 scale: closer to real checkpoints); not with --moe")
     ap.add_argument("--compile-only", action="store_true")

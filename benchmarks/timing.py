@@ -173,9 +173,8 @@ def flops_bytes(problem: str, shape) -> tuple[float, float]:
     return flops, byts
 
 
-# bench.py --draw: the cases' inputs as the leaderboard draws them, or reference.py's wide test draw
-# (every e2m1 code and finite e4m3 scale, closer to real checkpoints; exp. 174: within 3% here)
-INPUT_DRAWS = ("leaderboard", "wide")
+# bench.py --draw (reference.DRAWS): the cases' inputs as the leaderboard draws them, or reference.py's
+# wide test draw (every e2m1 code and finite e4m3 scale, closer to real checkpoints; exp. 174: within 3%)
 INPUT_DRAW = "leaderboard"
 
 

@@ -23,13 +23,12 @@ def _no_auto_dynamic_m(monkeypatch):
 # every finite e4m3 scale on each operand) instead of the leaderboard's, whose data never sets a
 # code's top exponent bit and whose grouped scales are only 1 and 2.  Same shapes and layouts,
 # so every test runs unchanged; the CPU tests keep the leaderboard draw they check.
-TEST_DRAWS = ("leaderboard", "wide")
-
-
 def selected_draw() -> str:
+    from reference import DRAWS
+
     draw = os.environ.get("NVFP4_TEST_DRAW", "") or "leaderboard"
-    if draw not in TEST_DRAWS:
-        raise pytest.UsageError(f"NVFP4_TEST_DRAW={draw!r}: expected one of {TEST_DRAWS}")
+    if draw not in DRAWS:
+        raise pytest.UsageError(f"NVFP4_TEST_DRAW={draw!r}: expected one of {DRAWS}")
     return draw
 
 

@@ -251,7 +251,7 @@ def test_draw_option_reaches_the_inputs_and_refuses_moe(monkeypatch):
 
     seen = []
     monkeypatch.setattr(timing.R, "generate_input", lambda *a, **kw: seen.append(kw.get("wide")))
-    for draw in timing.INPUT_DRAWS:
+    for draw in timing.R.DRAWS:
         monkeypatch.setattr(timing, "INPUT_DRAW", draw)
         timing.make_input("dual", (128, 256, 512, 1), 1)
         timing.make_input("group", ((64, 128, 512), (96, 128, 512)), 1)

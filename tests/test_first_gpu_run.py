@@ -45,12 +45,15 @@ def test_problem_of_and_verdicts():
     assert e1.items() < e2.items()
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU this would run the whole first-run sequence")
-def test_without_gpu_it_runs_nothing(tmp_path):
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU this would run the tool's whole sequence")
+@pytest.mark.parametrize("tool, says", [("first_gpu_run.py", "no CUDA GPU"), ("sanitize_sweep.py", "nothing run")])
+def test_gpu_tools_without_gpu_run_nothing(tmp_path, tool, says):
+    """The two GPU session tools (first_gpu_run, sanitize_sweep) on a machine without a GPU: exit 2,
+    say so, and write nothing."""
     out = tmp_path / "run"
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "first_gpu_run.py"), "--out", str(out)],
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", tool), "--out", str(out)],
                        capture_output=True, text=True)
-    assert r.returncode == 2 and "no CUDA GPU" in r.stderr
+    assert r.returncode == 2 and says in r.stderr
     assert not out.exists()
 
 

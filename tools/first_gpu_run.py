@@ -43,7 +43,6 @@ import xml.etree.ElementTree as ET
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPU_TESTS = ["tests/test_gpu_kernels.py", "tests/test_gpu_bundle.py"]
 QUICK_TESTS = ["tests/test_gpu_kernels.py::test_dual", "tests/test_gpu_kernels.py::test_grouped", "tests/test_gpu_bundle.py"]
-DRAWS = ("leaderboard", "wide")  # NVFP4_TEST_DRAW values (tests/conftest.py)
 # the layers a failure may live in, switched off one after another (README "What has run where")
 BISECT_STEPS = (("graphs_off", {"NVFP4_GRAPHS": "0"}),
                 ("graphs_and_writer_off", {"NVFP4_GRAPHS": "0", "NVFP4_TABLE_WRITER": "0"}))
@@ -118,6 +117,9 @@ def main(argv=None) -> int:
                          "context fails every later test of its process; the first failures tell)")
     ap.add_argument("--sanitize", action="store_true",
                     help="last, the GPU tests' slice under compute-sanitizer (tools/sanitize_sweep.py)")
+    sys.path.insert(0, ROOT)
+    from reference import DRAWS  # NVFP4_TEST_DRAW's values (tests/conftest.py)
+
     ap.add_argument("--draws", default=",".join(DRAWS),
                     help="the test input draws to run, in order (NVFP4_TEST_DRAW; default: %(default)s)")
     args = ap.parse_args(argv)
