@@ -345,6 +345,84 @@ def finish_schedule(tile_ring, ring_state, ab_pipeline, ab_state, is_valid):
     return ring_state
 
 
+
+class Sm100BlockScaledKernel:
+    """Static choices and trace-time setup shared by the sm_100a dual and grouped kernels
+    (one tcgen05 NVFP4 MMA path: the dual issues it for B1 and B2, the grouped kernel per
+    group).  Subclasses set PROBLEM ("dual" / "group"), NUM_SFB (scale-factor copies of B in
+    TMEM: 2 for the dual's SFB1 / SFB2) and pass C's layout as the MMA sees it."""
+
+    PROBLEM = ""
+    PROBLEM_NAME = ""
+    NUM_SFB = 1
+
+    def __init__(self, config, c_layout):
+        if config.arch != "sm_100a" or config.problem != self.PROBLEM:
+            raise ValueError(f"not an sm_100a {self.PROBLEM_NAME} config: {config}")
+        self.cfg = config
+        self.a_dtype, self.sf_dtype = AB_DTYPE, SF_DTYPE
+        self.c_dtype, self.acc_dtype = C_DTYPE, ACC_DTYPE
+        self.c_layout = c_layout
+        self.use_2cta = config.cta_group == 2
+        self.cta_group = tcgen05.CtaGroup.TWO if self.use_2cta else tcgen05.CtaGroup.ONE
+        self.cluster_shape_mn = tuple(config.cluster_mn)
+        # MMA tile (the CTA pair's with cta_group 2) and, for SFB, one CTA's M by N rounded
+        # up to the 128-row scale-factor atom.
+        self.mma_inst_shape_mn = tuple(config.mma_tile_mn)
+        self.mma_inst_shape_mn_sfb = sfb_mma_shape(config)
+        self.cta_tile_n = config.mma_tile_mn[1]
+        self.num_ab_stage = config.ab_stages
+        self.num_acc_stage = config.acc_stages
+        self.num_c_stage = config.epi_stages
+        self.tile_ring_stages = TileInfoPipeline.stages_for(config.acc_stages)
+        self.epi_barrier, self.tmem_alloc_barrier = named_barriers()
+
+    def _setup_attributes(self):
+        """Tiled MMAs, tile shapes, cluster layouts and smem layouts (needs a jit context)."""
+        (self.tiled_mma, self.tiled_mma_sfb, self.mma_tiler, self.mma_tiler_sfb,
+         self.cta_tile_shape_mnk) = make_tiled_mmas(
+            self.a_dtype, self.sf_dtype, self.cta_group, self.mma_inst_shape_mn,
+            self.mma_inst_shape_mn_sfb, self.cfg.cta_tile_mn)
+        self.cluster_layout_vmnk, self.cluster_layout_sfb_vmnk = make_cluster_layouts(
+            self.cluster_shape_mn, self.tiled_mma, self.tiled_mma_sfb)
+        self.num_mcast_ctas_a = cute.size(self.cluster_layout_vmnk.shape[2])
+        self.num_mcast_ctas_b = cute.size(self.cluster_layout_vmnk.shape[1])
+
+        em, en = self.cfg.epi_tile_mn
+        self.epi_tile = (cute.make_layout(em), cute.make_layout(en))
+
+        # One B and SFB layout serves every B operand (the dual's B1 and B2).
+        (self.a_smem_layout_staged, self.b_smem_layout_staged, self.sfa_smem_layout_staged,
+         self.sfb_smem_layout_staged, self.c_smem_layout_staged) = make_staged_smem_layouts(
+            self.tiled_mma, self.mma_tiler, self.a_dtype, self.c_dtype, self.c_layout,
+            self.epi_tile, self.num_ab_stage, self.num_c_stage)
+
+        # TMEM columns: [accumulators of every stage][SFA][SFB] x NUM_SFB
+        self.num_sfa_tmem_cols, self.num_sfb_tmem_cols = sf_tmem_columns(
+            self.cta_tile_shape_mnk[0], self.mma_inst_shape_mn_sfb[1])
+
+    def _tmem_sf_layouts(self, tCtAcc_fake, sfa_smem_layout_staged, sfb_smem_layout_staged):
+        """TMEM layouts of SFA and SFB, and the columns where SFA and each SFB copy start
+        (after the accumulators)."""
+        acc_cols = tcgen05.find_tmem_tensor_col_offset(tCtAcc_fake)
+        sfa_layout, sfb_layout = tmem_sf_layouts(
+            self.tiled_mma, self.mma_tiler, sfa_smem_layout_staged, sfb_smem_layout_staged)
+        cols = (acc_cols,) + tuple(acc_cols + self.num_sfa_tmem_cols + i * self.num_sfb_tmem_cols
+                                   for i in range(self.NUM_SFB))
+        # The layouts' own column extents match the per-operand counts used above.
+        base = tCtAcc_fake.iterator
+        for layout, ncols in ((sfa_layout, self.num_sfa_tmem_cols),
+                              (sfb_layout, self.num_sfb_tmem_cols)):
+            extent = tcgen05.find_tmem_tensor_col_offset(tmem_sf(base, 0, layout, self.sf_dtype))
+            assert extent == ncols, f"scale-factor TMEM extent {extent} != {ncols} columns"
+        return sfa_layout, sfb_layout, cols
+
+    def tmem_columns(self, tCtAcc_fake) -> tuple[int, int]:
+        """(columns used, columns allocated) of TMEM; checked against the configs model."""
+        used = (tcgen05.find_tmem_tensor_col_offset(tCtAcc_fake)
+                + self.num_sfa_tmem_cols + self.NUM_SFB * self.num_sfb_tmem_cols)
+        return used, tmem_alloc_columns(used, self.cfg)
+
 # ---------------------------------------------------------------- MMA warp: TMEM and scale factors
 
 
@@ -392,6 +470,47 @@ def tmem_sf(acc_tmem_ptr, col, layout, sf_dtype):
     """A scale-factor tensor at TMEM column `col` (fp32 columns from the base)."""
     return cute.make_tensor(cute.recast_ptr(acc_tmem_ptr + col, dtype=sf_dtype), layout)
 
+
+
+@cute.jit
+def mma_kblocks(tiled_mma, ab_pipeline, ab_state, acc_pipeline, acc_state, k_tile_cnt, num_kblocks,
+                tCrA, tCtSFA, s2t_copies, gemms):
+    """MMA side of one tile's mainloop (leader CTA): acquire the accumulator stage, then per
+    k-block wait for the ab stage (peeking at the next one), copy its scales smem -> TMEM,
+    issue every GEMM of `gemms` per MMA k-block (they share A and SFA), release the stage;
+    commit the accumulator.  s2t_copies: per scale operand (tcgen05.cp atom, smem source
+    (..., STAGE), TMEM destination), SFA first.  gemms: per GEMM (accumulator (MMA, MMA_M,
+    MMA_N), B fragment (MMA, MMA_N, MMA_K, STAGE), its SFB in TMEM (MMA, MMA_N, MMA_K)).
+    Returns ab_state; the caller advances acc_state."""
+    ab_state.reset_count()
+    peek = cutlass.Boolean(1)
+    if ab_state.count < k_tile_cnt:
+        peek = ab_pipeline.consumer_try_wait(ab_state)
+    acc_pipeline.producer_acquire(acc_state)
+    tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
+    for _k in range(k_tile_cnt):
+        ab_pipeline.consumer_wait(ab_state, peek)
+        stage = ab_state.index
+        s2t_coord = (None, None, None, None, stage)
+        for i in cutlass.range_constexpr(len(s2t_copies)):
+            atom, src, dst = s2t_copies[i]
+            cute.copy(atom, src[s2t_coord], dst)
+        for kb in cutlass.range(num_kblocks, unroll_full=True):
+            kcoord = (None, None, kb, stage)
+            sf_coord = (None, None, kb)
+            tiled_mma.set(tcgen05.Field.SFA, tCtSFA[sf_coord].iterator)
+            for g in cutlass.range_constexpr(len(gemms)):
+                tCtAcc, tCrB, tCtSFB = gemms[g]
+                tiled_mma.set(tcgen05.Field.SFB, tCtSFB[sf_coord].iterator)
+                cute.gemm(tiled_mma, tCtAcc, tCrA[kcoord], tCrB[kcoord], tCtAcc)
+            tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
+        ab_pipeline.consumer_release(ab_state)
+        ab_state.advance()
+        peek = cutlass.Boolean(1)
+        if ab_state.count < k_tile_cnt:
+            peek = ab_pipeline.consumer_try_wait(ab_state)
+    acc_pipeline.producer_commit(acc_state)
+    return ab_state
 
 # ---------------------------------------------------------------- epilogue warps
 

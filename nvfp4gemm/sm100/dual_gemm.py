@@ -31,39 +31,25 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 import cutlass.utils as utils
 import cutlass.utils.blockscaled_layout as blockscaled_utils
-from cutlass.cute.nvgpu import cpasync, tcgen05
+from cutlass.cute.nvgpu import cpasync
 from cutlass.pipeline import pipeline_init_wait
 
 import configs
 from configs import K_BLOCK, SF_VEC, KernelConfig
 from nvfp4gemm.epilogue import silu_mul
 from nvfp4gemm.formats import DUAL_DATA_SLOTS
-from nvfp4gemm.scheduler import TileInfoPipeline, linear_to_mnl
+from nvfp4gemm.scheduler import linear_to_mnl
 from nvfp4gemm.sm100 import common
 from nvfp4gemm.sm100.common import Warp
 
 
-class Sm100DualGemmKernel:
+class Sm100DualGemmKernel(common.Sm100BlockScaledKernel):
+    PROBLEM, PROBLEM_NAME = "dual", "dual"
+    # TMEM columns: [acc1 s0 | acc2 s0 | acc1 s1 | acc2 s1 ...][SFA][SFB1][SFB2]
+    NUM_SFB = 2
+
     def __init__(self, config: KernelConfig):
-        if config.arch != "sm_100a" or config.problem != "dual":
-            raise ValueError(f"not an sm_100a dual config: {config}")
-        self.cfg = config
-        self.a_dtype, self.sf_dtype = common.AB_DTYPE, common.SF_DTYPE
-        self.c_dtype, self.acc_dtype = common.C_DTYPE, common.ACC_DTYPE
-        self.c_layout = utils.LayoutEnum.ROW_MAJOR
-        self.use_2cta = config.cta_group == 2
-        self.cta_group = tcgen05.CtaGroup.TWO if self.use_2cta else tcgen05.CtaGroup.ONE
-        self.cluster_shape_mn = tuple(config.cluster_mn)
-        # MMA tile (the CTA pair's with cta_group 2) and, for SFB, one CTA's M by N rounded
-        # up to the 128-row scale-factor atom.
-        self.mma_inst_shape_mn = tuple(config.mma_tile_mn)
-        self.mma_inst_shape_mn_sfb = common.sfb_mma_shape(config)
-        self.cta_tile_n = config.mma_tile_mn[1]
-        self.num_ab_stage = config.ab_stages
-        self.num_acc_stage = config.acc_stages
-        self.num_c_stage = config.epi_stages
-        self.tile_ring_stages = TileInfoPipeline.stages_for(config.acc_stages)
-        self.epi_barrier, self.tmem_alloc_barrier = common.named_barriers()
+        super().__init__(config, utils.LayoutEnum.ROW_MAJOR)
 
     # ------------------------------------------------------------------ host-side checks
 
@@ -93,30 +79,6 @@ class Sm100DualGemmKernel:
             raise ValueError("; ".join(errs))
 
     # ------------------------------------------------------------------ trace-time setup
-
-    def _setup_attributes(self):
-        """Tiled MMAs, tile shapes, cluster layouts and smem layouts (needs a jit context)."""
-        (self.tiled_mma, self.tiled_mma_sfb, self.mma_tiler, self.mma_tiler_sfb,
-         self.cta_tile_shape_mnk) = common.make_tiled_mmas(
-            self.a_dtype, self.sf_dtype, self.cta_group, self.mma_inst_shape_mn,
-            self.mma_inst_shape_mn_sfb, self.cfg.cta_tile_mn)
-        self.cluster_layout_vmnk, self.cluster_layout_sfb_vmnk = common.make_cluster_layouts(
-            self.cluster_shape_mn, self.tiled_mma, self.tiled_mma_sfb)
-        self.num_mcast_ctas_a = cute.size(self.cluster_layout_vmnk.shape[2])
-        self.num_mcast_ctas_b = cute.size(self.cluster_layout_vmnk.shape[1])
-
-        em, en = self.cfg.epi_tile_mn
-        self.epi_tile = (cute.make_layout(em), cute.make_layout(en))
-
-        # B and SFB layouts serve both B1/B2 and SFB1/SFB2.
-        (self.a_smem_layout_staged, self.b_smem_layout_staged, self.sfa_smem_layout_staged,
-         self.sfb_smem_layout_staged, self.c_smem_layout_staged) = common.make_staged_smem_layouts(
-            self.tiled_mma, self.mma_tiler, self.a_dtype, self.c_dtype, self.c_layout,
-            self.epi_tile, self.num_ab_stage, self.num_c_stage)
-
-        # TMEM columns: [acc1 s0 | acc2 s0 | acc1 s1 | acc2 s1 ...][SFA][SFB1][SFB2]
-        self.num_sfa_tmem_cols, self.num_sfb_tmem_cols = common.sf_tmem_columns(
-            self.cta_tile_shape_mnk[0], self.mma_inst_shape_mn_sfb[1])
 
     def _expected_tx_bytes(self) -> int:
         """Bytes one k-block stage brings into a CTA pair's leader barrier, from the tile
@@ -431,30 +393,6 @@ class Sm100DualGemmKernel:
 
     # ------------------------------------------------------------------ MMA warp
 
-    def _tmem_sf_layouts(self, tCtAcc_fake, sfa_smem_layout_staged, sfb_smem_layout_staged):
-        """TMEM layouts of SFA and SFB, and the columns where SFA, SFB1, SFB2 start (after
-        the accumulators)."""
-        acc_cols = tcgen05.find_tmem_tensor_col_offset(tCtAcc_fake)
-        sfa_layout, sfb_layout = common.tmem_sf_layouts(
-            self.tiled_mma, self.mma_tiler, sfa_smem_layout_staged, sfb_smem_layout_staged)
-        cols = (acc_cols, acc_cols + self.num_sfa_tmem_cols,
-                acc_cols + self.num_sfa_tmem_cols + self.num_sfb_tmem_cols)
-        # The layouts' own column extents match the per-operand counts used above.
-        base = tCtAcc_fake.iterator
-        for layout, ncols in ((sfa_layout, self.num_sfa_tmem_cols),
-                              (sfb_layout, self.num_sfb_tmem_cols)):
-            extent = tcgen05.find_tmem_tensor_col_offset(
-                common.tmem_sf(base, 0, layout, self.sf_dtype))
-            assert extent == ncols, f"scale-factor TMEM extent {extent} != {ncols} columns"
-        return sfa_layout, sfb_layout, cols
-
-    def tmem_columns(self, tCtAcc_fake) -> tuple[int, int]:
-        """(columns used, columns allocated) of TMEM; checked against the configs model."""
-        # accumulators, SFA, SFB1, SFB2
-        used = (tcgen05.find_tmem_tensor_col_offset(tCtAcc_fake)
-                + self.num_sfa_tmem_cols + 2 * self.num_sfb_tmem_cols)
-        return used, common.tmem_alloc_columns(used, self.cfg)
-
     @cute.jit
     def mma(
         self, tile_ring, ab_pipeline, acc_pipeline, tmem, tiled_mma, is_leader_cta,
@@ -478,6 +416,8 @@ class Sm100DualGemmKernel:
             sSFB1, tCtSFB1, self.cta_group, self.sf_dtype)
         s2t_sfb2, tCsSFB2_s2t, tCtSFB2_s2t = common.s2t_copy_and_partition(
             sSFB2, tCtSFB2, self.cta_group, self.sf_dtype)
+        s2t_copies = [(s2t_sfa, tCsSFA_s2t, tCtSFA_s2t), (s2t_sfb1, tCsSFB1_s2t, tCtSFB1_s2t),
+                      (s2t_sfb2, tCsSFB2_s2t, tCtSFB2_s2t)]
         # (MMA, MMA_M, MMA_K, STAGE)
         tCrA = tiled_mma.make_fragment_A(sA)
         # (MMA, MMA_N, MMA_K, STAGE)
@@ -506,35 +446,10 @@ class Sm100DualGemmKernel:
                     tCtSFB2_mma = common.sfb_tmem_for_odd_tile(
                         acc_tmem_ptr, sf_cols[2], sfb_layout, self.sf_dtype, tile_n)
 
-                ab_state.reset_count()
-                peek = cutlass.Boolean(1)
-                if ab_state.count < k_tile_cnt:
-                    peek = ab_pipeline.consumer_try_wait(ab_state)
-                acc_pipeline.producer_acquire(acc_state)
-                tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
-                for _k in range(k_tile_cnt):
-                    ab_pipeline.consumer_wait(ab_state, peek)
-                    stage = ab_state.index
-                    s2t_coord = (None, None, None, None, stage)
-                    cute.copy(s2t_sfa, tCsSFA_s2t[s2t_coord], tCtSFA_s2t)
-                    cute.copy(s2t_sfb1, tCsSFB1_s2t[s2t_coord], tCtSFB1_s2t)
-                    cute.copy(s2t_sfb2, tCsSFB2_s2t[s2t_coord], tCtSFB2_s2t)
-                    for kb in cutlass.range(num_kblocks, unroll_full=True):
-                        kcoord = (None, None, kb, stage)
-                        sf_coord = (None, None, kb)
-                        tiled_mma.set(tcgen05.Field.SFA, tCtSFA[sf_coord].iterator)
-                        # both GEMMs share A and SFA
-                        tiled_mma.set(tcgen05.Field.SFB, tCtSFB1_mma[sf_coord].iterator)
-                        cute.gemm(tiled_mma, tCtAcc1, tCrA[kcoord], tCrB1[kcoord], tCtAcc1)
-                        tiled_mma.set(tcgen05.Field.SFB, tCtSFB2_mma[sf_coord].iterator)
-                        cute.gemm(tiled_mma, tCtAcc2, tCrA[kcoord], tCrB2[kcoord], tCtAcc2)
-                        tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
-                    ab_pipeline.consumer_release(ab_state)
-                    ab_state.advance()
-                    peek = cutlass.Boolean(1)
-                    if ab_state.count < k_tile_cnt:
-                        peek = ab_pipeline.consumer_try_wait(ab_state)
-                acc_pipeline.producer_commit(acc_state)
+                ab_state = common.mma_kblocks(
+                    tiled_mma, ab_pipeline, ab_state, acc_pipeline, acc_state, k_tile_cnt,
+                    num_kblocks, tCrA, tCtSFA, s2t_copies,
+                    [(tCtAcc1, tCrB1, tCtSFB1_mma), (tCtAcc2, tCrB2, tCtSFB2_mma)])
                 acc_state.advance()
             ring_state, tile_m, tile_n, tile_l, is_valid = tile_ring.fetch(ring_state)
 

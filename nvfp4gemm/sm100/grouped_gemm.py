@@ -52,15 +52,14 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 import cutlass.utils as utils
 import cutlass.utils.blockscaled_layout as blockscaled_utils
-from cutlass.cute.nvgpu import cpasync, tcgen05
+from cutlass.cute.nvgpu import cpasync
 from cutlass.pipeline import pipeline_init_wait
 
 import configs
 from configs import K_BLOCK, SF_VEC, KernelConfig
 from nvfp4gemm.cache import lru_lookup, refuse_in_capture
 from nvfp4gemm.scheduler import (
-    TileInfoPipeline, blocked_tile_range, group_and_rank, grouped_mma_tiles, grouped_tile_offsets,
-    linear_to_mnl,
+    blocked_tile_range, group_and_rank, grouped_mma_tiles, grouped_tile_offsets, linear_to_mnl,
 )
 from nvfp4gemm.sm100 import common
 from nvfp4gemm.sm100.common import Warp, device_max_active_clusters, max_active_clusters
@@ -95,30 +94,19 @@ WS_BYTES = WS_OFFSETS + 32 * 4
 OFFSETS_USED = MAX_GROUPS + 1
 
 
-class Sm100GroupedGemmKernel:
+class Sm100GroupedGemmKernel(common.Sm100BlockScaledKernel):
+    PROBLEM, PROBLEM_NAME = "group", "grouped"
+    # TMEM columns: [acc s0 | acc s1 ...][SFA][SFB]
+    NUM_SFB = 1
+
     def __init__(self, config: KernelConfig, setup_only: bool = False):
         """setup_only: the compiled function launches only the descriptor setup kernel
         (same arguments as the main function)."""
-        if config.arch != "sm_100a" or config.problem != "group":
-            raise ValueError(f"not an sm_100a grouped config: {config}")
-        self.cfg = config
-        self.setup_only = setup_only
-        self.a_dtype, self.sf_dtype = common.AB_DTYPE, common.SF_DTYPE
-        self.c_dtype, self.acc_dtype = common.C_DTYPE, common.ACC_DTYPE
-        self.swap_ab = config.swap_ab
         # C as the MMA sees it: (mm, nn) is (M, N) row-major, or (N, M) M-contiguous.
-        self.c_layout = utils.LayoutEnum.COL_MAJOR if self.swap_ab else utils.LayoutEnum.ROW_MAJOR
-        self.use_2cta = config.cta_group == 2
-        self.cta_group = tcgen05.CtaGroup.TWO if self.use_2cta else tcgen05.CtaGroup.ONE
-        self.cluster_shape_mn = tuple(config.cluster_mn)
-        self.mma_inst_shape_mn = tuple(config.mma_tile_mn)
-        self.mma_inst_shape_mn_sfb = common.sfb_mma_shape(config)
-        self.cta_tile_n = config.mma_tile_mn[1]
-        self.num_ab_stage = config.ab_stages
-        self.num_acc_stage = config.acc_stages
-        self.num_c_stage = config.epi_stages
-        self.tile_ring_stages = TileInfoPipeline.stages_for(config.acc_stages)
-        self.epi_barrier, self.tmem_alloc_barrier = common.named_barriers()
+        super().__init__(config, utils.LayoutEnum.COL_MAJOR if config.swap_ab
+                         else utils.LayoutEnum.ROW_MAJOR)
+        self.setup_only = setup_only
+        self.swap_ab = config.swap_ab
 
     # ------------------------------------------------------------------ host-side checks
 
@@ -153,28 +141,8 @@ class Sm100GroupedGemmKernel:
     # ------------------------------------------------------------------ trace-time setup
 
     def _setup_attributes(self):
-        """Tiled MMAs, tile shapes, cluster layouts and smem layouts (needs a jit context)."""
-        (self.tiled_mma, self.tiled_mma_sfb, self.mma_tiler, self.mma_tiler_sfb,
-         self.cta_tile_shape_mnk) = common.make_tiled_mmas(
-            self.a_dtype, self.sf_dtype, self.cta_group, self.mma_inst_shape_mn,
-            self.mma_inst_shape_mn_sfb, self.cfg.cta_tile_mn)
-        self.cluster_layout_vmnk, self.cluster_layout_sfb_vmnk = common.make_cluster_layouts(
-            self.cluster_shape_mn, self.tiled_mma, self.tiled_mma_sfb)
-        self.num_mcast_ctas_a = cute.size(self.cluster_layout_vmnk.shape[2])
-        self.num_mcast_ctas_b = cute.size(self.cluster_layout_vmnk.shape[1])
+        super()._setup_attributes()
         assert self.num_mcast_ctas_a == 1 and self.num_mcast_ctas_b == 1, "cluster = the MMA pair"
-
-        em, en = self.cfg.epi_tile_mn
-        self.epi_tile = (cute.make_layout(em), cute.make_layout(en))
-
-        (self.a_smem_layout_staged, self.b_smem_layout_staged, self.sfa_smem_layout_staged,
-         self.sfb_smem_layout_staged, self.c_smem_layout_staged) = common.make_staged_smem_layouts(
-            self.tiled_mma, self.mma_tiler, self.a_dtype, self.c_dtype, self.c_layout,
-            self.epi_tile, self.num_ab_stage, self.num_c_stage)
-
-        # TMEM columns: [acc s0 | acc s1 ...][SFA][SFB]
-        self.num_sfa_tmem_cols, self.num_sfb_tmem_cols = common.sf_tmem_columns(
-            self.cta_tile_shape_mnk[0], self.mma_inst_shape_mn_sfb[1])
 
     def _expected_tx_bytes(self) -> int:
         """Bytes one k-block stage brings into a CTA pair's leader barrier, from the tile
@@ -545,21 +513,6 @@ class Sm100GroupedGemmKernel:
 
     # ------------------------------------------------------------------ MMA warp
 
-    def _tmem_sf_layouts(self, tCtAcc_fake, sfa_smem_layout_staged, sfb_smem_layout_staged):
-        """TMEM layouts of SFA and SFB, and the columns where they start (after the
-        accumulators)."""
-        acc_cols = tcgen05.find_tmem_tensor_col_offset(tCtAcc_fake)
-        sfa_layout, sfb_layout = common.tmem_sf_layouts(
-            self.tiled_mma, self.mma_tiler, sfa_smem_layout_staged, sfb_smem_layout_staged)
-        return sfa_layout, sfb_layout, (acc_cols, acc_cols + self.num_sfa_tmem_cols)
-
-    def tmem_columns(self, tCtAcc_fake) -> tuple[int, int]:
-        """(columns used, columns allocated) of TMEM; checked against the configs model."""
-        # accumulators, SFA, SFB
-        used = (tcgen05.find_tmem_tensor_col_offset(tCtAcc_fake)
-                + self.num_sfa_tmem_cols + self.num_sfb_tmem_cols)
-        return used, common.tmem_alloc_columns(used, self.cfg)
-
     @cute.jit
     def mma(
         self, tile_ring, ab_pipeline, acc_pipeline, tmem, tiled_mma, is_leader_cta,
@@ -578,6 +531,7 @@ class Sm100GroupedGemmKernel:
             sSFA, tCtSFA, self.cta_group, self.sf_dtype)
         s2t_sfb, tCsSFB_s2t, tCtSFB_s2t = common.s2t_copy_and_partition(
             sSFB, tCtSFB, self.cta_group, self.sf_dtype)
+        s2t_copies = [(s2t_sfa, tCsSFA_s2t, tCtSFA_s2t), (s2t_sfb, tCsSFB_s2t, tCtSFB_s2t)]
         # (MMA, MMA_M, MMA_K, STAGE)
         tCrA = tiled_mma.make_fragment_A(sA)
         # (MMA, MMA_N, MMA_K, STAGE)
@@ -604,31 +558,9 @@ class Sm100GroupedGemmKernel:
                     tCtSFB_mma = common.sfb_tmem_for_odd_tile(
                         acc_tmem_ptr, sf_cols[1], sfb_layout, self.sf_dtype, tile_n)
 
-                ab_state.reset_count()
-                peek = cutlass.Boolean(1)
-                if ab_state.count < k_tile_cnt:
-                    peek = ab_pipeline.consumer_try_wait(ab_state)
-                acc_pipeline.producer_acquire(acc_state)
-                tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
-                for _k in range(k_tile_cnt):
-                    ab_pipeline.consumer_wait(ab_state, peek)
-                    stage = ab_state.index
-                    s2t_coord = (None, None, None, None, stage)
-                    cute.copy(s2t_sfa, tCsSFA_s2t[s2t_coord], tCtSFA_s2t)
-                    cute.copy(s2t_sfb, tCsSFB_s2t[s2t_coord], tCtSFB_s2t)
-                    for kb in cutlass.range(num_kblocks, unroll_full=True):
-                        kcoord = (None, None, kb, stage)
-                        sf_coord = (None, None, kb)
-                        tiled_mma.set(tcgen05.Field.SFA, tCtSFA[sf_coord].iterator)
-                        tiled_mma.set(tcgen05.Field.SFB, tCtSFB_mma[sf_coord].iterator)
-                        cute.gemm(tiled_mma, tCtAcc, tCrA[kcoord], tCrB[kcoord], tCtAcc)
-                        tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
-                    ab_pipeline.consumer_release(ab_state)
-                    ab_state.advance()
-                    peek = cutlass.Boolean(1)
-                    if ab_state.count < k_tile_cnt:
-                        peek = ab_pipeline.consumer_try_wait(ab_state)
-                acc_pipeline.producer_commit(acc_state)
+                ab_state = common.mma_kblocks(
+                    tiled_mma, ab_pipeline, ab_state, acc_pipeline, acc_state, k_tile_cnt,
+                    num_kblocks, tCrA, tCtSFA, s2t_copies, [(tCtAcc, tCrB, tCtSFB_mma)])
                 acc_state.advance()
             ring_state, tile_m, tile_n, group, is_valid = tile_ring.fetch(ring_state)
 
