@@ -78,6 +78,18 @@ def check_nvfp4_block_scaled_mma(ptx: str, cta_group: int) -> None:
         assert "scale_vec::2X" not in suffix and "block32" not in suffix, mmas
 
 
+def check_mma_issue(ptx: str, gemms: int) -> None:
+    """The MMA warp's k-block body, unrolled once: per GEMM (the dual's two share A and SFA) one
+    tcgen05.mma per 64-wide MMA k-step of the 256-wide k-block, and one tcgen05.cp group per
+    scale operand (SFA and each GEMM's SFB), all the same size."""
+    from nvfp4gemm.sm100.common import MMA_INST_PER_KBLOCK
+
+    mmas = len(re.findall(r"^\s*tcgen05\.mma\.", ptx, re.M))
+    assert mmas == gemms * MMA_INST_PER_KBLOCK, f"{mmas} tcgen05.mma, expected {gemms} x {MMA_INST_PER_KBLOCK}"
+    cps = len(re.findall(r"^\s*tcgen05\.cp\.", ptx, re.M))
+    assert cps and cps % (1 + gemms) == 0, f"{cps} tcgen05.cp for {1 + gemms} scale operands"
+
+
 def check_resources(ck) -> None:
     """ptxas: no spills, no stack frame, no performance advisory; shared memory fits one CTA
     per SM."""

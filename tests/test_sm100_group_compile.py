@@ -4,7 +4,7 @@ its host-side descriptor/workspace cache.
 Compiles every sm_100a grouped CONFIG_MAP entry and the config `select_config` picks for each
 leaderboard grouped test case (distinct configs once: the kernel takes shapes, pointers and
 the group count at run time), then checks the PTX: NVFP4 block-scaled tcgen05.mma with
-16-element scale blocks, the main kernel reading per-group descriptors (tensormap acquire +
+16-element scale blocks (one GEMM's 4 per k-block, SFA's and SFB's scale copies), the main kernel reading per-group descriptors (tensormap acquire +
 prefetch) and never editing one, no spills, no stack frame, shared memory within one CTA per
 SM.  The setup-only function of each config: one tensormap.replace of the address and one
 release copy per descriptor (A, B, SFA, SFB, C), no MMA.  The PTX and ptxas checks common
@@ -18,7 +18,9 @@ import torch
 
 import configs
 from configs import KernelConfig
-from kernel_checks import check_nvfp4_block_scaled_mma, check_resources, compile_with_ptx, sm100_cases
+from kernel_checks import (
+    check_mma_issue, check_nvfp4_block_scaled_mma, check_resources, compile_with_ptx, sm100_cases,
+)
 from nvfp4gemm import harness
 from nvfp4gemm.sm100 import grouped_gemm as gg
 from nvfp4gemm.sm100.grouped_gemm import Sm100GroupedGemmKernel
@@ -36,6 +38,7 @@ def test_compiles_nvfp4_mma_no_spills(cfg, shapes, tmp_path):
         Sm100GroupedGemmKernel.can_implement(cfg, s)
     ck, ptx = compile_with_ptx("group", cfg, shapes, str(tmp_path))
     check_nvfp4_block_scaled_mma(ptx, cfg.cta_group)
+    check_mma_issue(ptx, gemms=1)
 
     # The main kernel never edits a descriptor; it loads through per-group descriptor
     # pointers, acquired and prefetched when its group changes.
