@@ -80,8 +80,8 @@ def check_nvfp4_block_scaled_mma(ptx: str, cta_group: int) -> None:
 
 def check_mma_issue(ptx: str, gemms: int) -> None:
     """The MMA warp's k-block body, unrolled once: per GEMM (the dual's two share A and SFA) one
-    tcgen05.mma per 64-wide MMA k-step of the 256-wide k-block, and one tcgen05.cp group per
-    scale operand (SFA and each GEMM's SFB), all the same size."""
+    tcgen05.mma per 64-wide MMA k-step of the 256-wide k-block; and tcgen05.cp copies that
+    split evenly over the scale operands (SFA and each GEMM's SFB)."""
     from nvfp4gemm.sm100.common import MMA_INST_PER_KBLOCK
 
     mmas = len(re.findall(r"^\s*tcgen05\.mma\.", ptx, re.M))

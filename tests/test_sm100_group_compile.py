@@ -4,9 +4,9 @@ its host-side descriptor/workspace cache.
 Compiles every sm_100a grouped CONFIG_MAP entry and the config `select_config` picks for each
 leaderboard grouped test case (distinct configs once: the kernel takes shapes, pointers and
 the group count at run time), then checks the PTX: NVFP4 block-scaled tcgen05.mma with
-16-element scale blocks (one GEMM's 4 per k-block, SFA's and SFB's scale copies), the main kernel reading per-group descriptors (tensormap acquire +
-prefetch) and never editing one, no spills, no stack frame, shared memory within one CTA per
-SM.  The setup-only function of each config: one tensormap.replace of the address and one
+16-element scale blocks (one GEMM's 4 per k-block, SFA's and SFB's scale copies), the main
+kernel reading per-group descriptors (tensormap acquire + prefetch) and never editing one, no
+spills, no stack frame, shared memory within one CTA per SM.  The setup-only function of each config: one tensormap.replace of the address and one
 release copy per descriptor (A, B, SFA, SFB, C), no MMA.  The PTX and ptxas checks common
 to the dual GEMM's tests are in tests/kernel_checks.py.
 """

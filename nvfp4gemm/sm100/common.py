@@ -345,7 +345,6 @@ def finish_schedule(tile_ring, ring_state, ab_pipeline, ab_state, is_valid):
     return ring_state
 
 
-
 class Sm100BlockScaledKernel:
     """Static choices and trace-time setup shared by the sm_100a dual and grouped kernels
     (one tcgen05 NVFP4 MMA path: the dual issues it for B1 and B2, the grouped kernel per
@@ -423,6 +422,7 @@ class Sm100BlockScaledKernel:
                 + self.num_sfa_tmem_cols + self.NUM_SFB * self.num_sfb_tmem_cols)
         return used, tmem_alloc_columns(used, self.cfg)
 
+
 # ---------------------------------------------------------------- MMA warp: TMEM and scale factors
 
 
@@ -471,7 +471,6 @@ def tmem_sf(acc_tmem_ptr, col, layout, sf_dtype):
     return cute.make_tensor(cute.recast_ptr(acc_tmem_ptr + col, dtype=sf_dtype), layout)
 
 
-
 @cute.jit
 def mma_kblocks(tiled_mma, ab_pipeline, ab_state, acc_pipeline, acc_state, k_tile_cnt, num_kblocks,
                 tCrA, tCtSFA, s2t_copies, gemms):
@@ -511,6 +510,7 @@ def mma_kblocks(tiled_mma, ab_pipeline, ab_state, acc_pipeline, acc_state, k_til
             peek = ab_pipeline.consumer_try_wait(ab_state)
     acc_pipeline.producer_commit(acc_state)
     return ab_state
+
 
 # ---------------------------------------------------------------- epilogue warps
 
