@@ -352,12 +352,11 @@ class Sm100BlockScaledKernel:
     TMEM: 2 for the dual's SFB1 / SFB2) and pass C's layout as the MMA sees it."""
 
     PROBLEM = ""
-    PROBLEM_NAME = ""
     NUM_SFB = 1
 
     def __init__(self, config, c_layout):
         if config.arch != "sm_100a" or config.problem != self.PROBLEM:
-            raise ValueError(f"not an sm_100a {self.PROBLEM_NAME} config: {config}")
+            raise ValueError(f"not an sm_100a {self.PROBLEM} config: {config}")
         self.cfg = config
         self.a_dtype, self.sf_dtype = AB_DTYPE, SF_DTYPE
         self.c_dtype, self.acc_dtype = C_DTYPE, ACC_DTYPE

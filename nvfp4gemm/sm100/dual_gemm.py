@@ -44,7 +44,7 @@ from nvfp4gemm.sm100.common import Warp
 
 
 class Sm100DualGemmKernel(common.Sm100BlockScaledKernel):
-    PROBLEM, PROBLEM_NAME = "dual", "dual"
+    PROBLEM = "dual"
     # TMEM columns: [acc1 s0 | acc2 s0 | acc1 s1 | acc2 s1 ...][SFA][SFB1][SFB2]
     NUM_SFB = 2
 

@@ -95,7 +95,7 @@ OFFSETS_USED = MAX_GROUPS + 1
 
 
 class Sm100GroupedGemmKernel(common.Sm100BlockScaledKernel):
-    PROBLEM, PROBLEM_NAME = "group", "grouped"
+    PROBLEM = "group"
     # TMEM columns: [acc s0 | acc s1 ...][SFA][SFB]
     NUM_SFB = 1
 
