@@ -90,6 +90,58 @@ def check_mma_issue(ptx: str, gemms: int) -> None:
     assert cps and cps % (1 + gemms) == 0, f"{cps} tcgen05.cp for {1 + gemms} scale operands"
 
 
+# PTX instructions whose first operand is not a register they define.
+_NO_DEST = re.compile(r"^(st|cp|red|bar|bra|prefetch|fence|tensormap|tcgen05\.(commit|cp|mma|dealloc|relinquish|wait|fence)|"
+                      r"mbarrier\.(init|expect_tx)|griddepcontrol|stmatrix|ret|trap|elect)\b")
+_REG = re.compile(r"%[a-z_]+[0-9]*(?:\.[xyz])?")
+
+
+def _rank_dependent_regs(ptx: str) -> set:
+    """Registers whose value depends, through any chain of definitions, on the CTA's rank in its
+    cluster (%cluster_ctarank).  A register defined more than once (loops) depends on every
+    definition's sources: conservative in the direction of finding a dependence."""
+    srcs = {}
+    for line in ptx.splitlines():
+        line = line.split("//")[0].strip()
+        if not line or line.endswith(":") or line.startswith((".", "{", "}")):
+            continue
+        line = re.sub(r"^@!?%p[0-9]+\s+", "", line)
+        op, _, rest = line.replace("\t", " ").partition(" ")
+        if _NO_DEST.match(op):
+            continue
+        regs = _REG.findall(rest)
+        if len(regs) < 2:
+            continue
+        dst = regs[0].split("|")[0]
+        srcs.setdefault(dst, set()).update(regs[1:])
+    dep = {"%cluster_ctarank"}
+    grew = True
+    while grew:
+        grew = False
+        for r, ss in srcs.items():
+            if r not in dep and ss & dep:
+                dep.add(r)
+                grew = True
+    return dep
+
+
+def check_multicast_loads_split(ptx: str, at_least: int) -> None:
+    """Every multicast TMA load is one CTA's share of a box that several CTAs load together and
+    multicast to each other (A/SFA over a cluster row, B over a column, SFB over a 2-CTA pair
+    even when the cluster is just the pair): its smem destination or coordinates must depend on
+    the CTA's rank in the cluster.  A load that does not fetches the same share in every CTA and
+    leaves the rest of the box unwritten -- session 54's grouped SFB bug, which balanced its
+    transaction bytes and so would not even hang.  `at_least`: how many multicast loads the
+    config must have (with cta_group 2, one per SFB operand at least)."""
+    dep = _rank_dependent_regs(ptx)
+    loads = re.findall(r"^\s*cp\.async\.bulk\.tensor\.[^\s]*multicast::cluster[^\s]*\s+(\[[^\]]*\]),\s*\[[^,]*,\s*\{([^}]*)\}\]",
+                       ptx, re.M)
+    for dst, coords in loads:
+        regs = set(_REG.findall(dst)) | set(_REG.findall(coords))
+        assert regs & dep, f"a multicast TMA load ({dst} {{{coords}}}) does not depend on the CTA's cluster rank"
+    assert len(loads) >= at_least, f"{len(loads)} multicast TMA loads, expected at least {at_least}"
+
+
 def check_resources(ck) -> None:
     """ptxas: no spills, no stack frame, no performance advisory; shared memory fits one CTA
     per SM."""

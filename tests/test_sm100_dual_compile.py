@@ -15,7 +15,8 @@ import pytest
 
 import configs
 from kernel_checks import (
-    check_mma_issue, check_nvfp4_block_scaled_mma, check_resources, compile_with_ptx, sm100_cases,
+    check_mma_issue, check_multicast_loads_split, check_nvfp4_block_scaled_mma, check_resources,
+    compile_with_ptx, sm100_cases,
 )
 from nvfp4gemm.sm100.dual_gemm import Sm100DualGemmKernel
 
@@ -30,6 +31,7 @@ def test_compiles_nvfp4_mma_no_spills(cfg, shape, tmp_path):
     ck, ptx = compile_with_ptx("dual", cfg, shape, str(tmp_path))
     check_nvfp4_block_scaled_mma(ptx, cfg.cta_group)
     check_mma_issue(ptx, gemms=2)
+    check_multicast_loads_split(ptx, at_least=2 if cfg.cta_group == 2 else 0)
     check_resources(ck)
 
 

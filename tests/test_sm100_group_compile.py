@@ -19,7 +19,8 @@ import torch
 import configs
 from configs import KernelConfig
 from kernel_checks import (
-    check_mma_issue, check_nvfp4_block_scaled_mma, check_resources, compile_with_ptx, sm100_cases,
+    check_mma_issue, check_multicast_loads_split, check_nvfp4_block_scaled_mma, check_resources,
+    compile_with_ptx, sm100_cases,
 )
 from nvfp4gemm import harness
 from nvfp4gemm.sm100 import grouped_gemm as gg
@@ -39,6 +40,7 @@ def test_compiles_nvfp4_mma_no_spills(cfg, shapes, tmp_path):
     ck, ptx = compile_with_ptx("group", cfg, shapes, str(tmp_path))
     check_nvfp4_block_scaled_mma(ptx, cfg.cta_group)
     check_mma_issue(ptx, gemms=1)
+    check_multicast_loads_split(ptx, at_least=1 if cfg.cta_group == 2 else 0)
 
     # The main kernel never edits a descriptor; it loads through per-group descriptor
     # pointers, acquired and prefetched when its group changes.

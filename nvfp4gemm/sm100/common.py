@@ -293,6 +293,21 @@ def gmem_partition_b(thr_mma, mX_nkl, mma_tiler):
     return thr_mma.partition_B(cute.local_tile(mX_nkl, tiler, (None, None, None)))
 
 
+def multicast_places(cluster_layout_vmnk, cluster_layout_sfb_vmnk, cta_coord_vmnk, cta_coord_sfb_vmnk):
+    """This CTA's (coordinate, layout) among the CTAs that split each multicast TMA box, for
+    `tma_partition`: ((A and SFA: the CTAs of its cluster row, same M), (B: its cluster column),
+    (SFB: its column of the SFB cluster layout)).  SFB's TMA atom is made for a 1-CTA MMA, so
+    with cta_group 2 its column counts both CTAs of the pair even when the cluster is just the
+    pair: each CTA loads half of every SFB box and multicasts it to both.  (A CTA partitioned
+    as coordinate 0 of a 1-CTA layout would load the first half only, into both CTAs, and the
+    second half of each SFB stage would never be written: the grouped kernel's bug found in
+    session 54's review.)"""
+    a = (cta_coord_vmnk[2], cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, 0, None, 0)).shape))
+    b = (cta_coord_vmnk[1], cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, None, 0, 0)).shape))
+    sfb = (cta_coord_sfb_vmnk[1], cute.make_layout(cute.slice_(cluster_layout_sfb_vmnk, (0, None, 0, 0)).shape))
+    return a, b, sfb
+
+
 def tma_partition(tma_atom, cta_coord, cta_layout, sX, tCgX):
     """((atom_v, rest_v), STAGE) smem / ((atom_v, rest_v), RestMN, RestK, RestL) gmem."""
     return cpasync.tma_partition(

@@ -328,21 +328,16 @@ class Sm100DualGemmKernel(common.Sm100BlockScaledKernel):
         tCgSFB1 = common.gmem_partition_b(thr_mma_sfb, mSFB1_nkl, self.mma_tiler_sfb)
         tCgSFB2 = common.gmem_partition_b(thr_mma_sfb, mSFB2_nkl, self.mma_tiler_sfb)
 
-        # Multicast: this CTA's place among the CTAs that share its A (cluster row) or B.
-        a_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, 0, None, 0)).shape)
-        b_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, None, 0, 0)).shape)
-        sfb_cta_layout = cute.make_layout(
-            cute.slice_(cluster_layout_sfb_vmnk, (0, None, 0, 0)).shape)
+        # Multicast: this CTA's place among the CTAs that share its A (cluster row), B or SFB.
+        a_place, b_place, sfb_place = common.multicast_places(
+            cluster_layout_vmnk, cluster_layout_sfb_vmnk, cta_coord_vmnk, cta_coord_sfb_vmnk)
         # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestM|N, RestK, RestL)
-        tAsA, tAgA = common.tma_partition(tma_atom_a, cta_coord_vmnk[2], a_cta_layout, sA, tCgA)
-        tBsB1, tBgB1 = common.tma_partition(tma_atom_b1, cta_coord_vmnk[1], b_cta_layout, sB1, tCgB1)
-        tBsB2, tBgB2 = common.tma_partition(tma_atom_b2, cta_coord_vmnk[1], b_cta_layout, sB2, tCgB2)
-        tAsSFA, tAgSFA = common.tma_partition_sf(
-            tma_atom_sfa, cta_coord_vmnk[2], a_cta_layout, sSFA, tCgSFA)
-        tBsSFB1, tBgSFB1 = common.tma_partition_sf(
-            tma_atom_sfb1, cta_coord_sfb_vmnk[1], sfb_cta_layout, sSFB1, tCgSFB1)
-        tBsSFB2, tBgSFB2 = common.tma_partition_sf(
-            tma_atom_sfb2, cta_coord_sfb_vmnk[1], sfb_cta_layout, sSFB2, tCgSFB2)
+        tAsA, tAgA = common.tma_partition(tma_atom_a, *a_place, sA, tCgA)
+        tBsB1, tBgB1 = common.tma_partition(tma_atom_b1, *b_place, sB1, tCgB1)
+        tBsB2, tBgB2 = common.tma_partition(tma_atom_b2, *b_place, sB2, tCgB2)
+        tAsSFA, tAgSFA = common.tma_partition_sf(tma_atom_sfa, *a_place, sSFA, tCgSFA)
+        tBsSFB1, tBgSFB1 = common.tma_partition_sf(tma_atom_sfb1, *sfb_place, sSFB1, tCgSFB1)
+        tBsSFB2, tBgSFB2 = common.tma_partition_sf(tma_atom_sfb2, *sfb_place, sSFB2, tCgSFB2)
 
         # Static persistent schedule over cluster tiles; this CTA's place in its cluster.
         bidx, bidy, bidz = cute.arch.block_idx()

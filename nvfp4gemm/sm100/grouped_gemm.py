@@ -425,10 +425,10 @@ class Sm100GroupedGemmKernel(common.Sm100BlockScaledKernel):
         the tile in the ring, then TMA its k-blocks through the group's descriptors."""
         # With the 2-CTA MMA the pair's A/B halves land in both CTAs (leader's barrier).
         a_mcast = b_mcast = sfb_mcast = None
+        cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        coord_vmnk = cluster_layout_vmnk.get_flat_coord(cta_rank)
+        coord_sfb_vmnk = cluster_layout_sfb_vmnk.get_flat_coord(cta_rank)
         if cutlass.const_expr(self.use_2cta):
-            cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
-            coord_vmnk = cluster_layout_vmnk.get_flat_coord(cta_rank)
-            coord_sfb_vmnk = cluster_layout_sfb_vmnk.get_flat_coord(cta_rank)
             a_mcast = cpasync.create_tma_multicast_mask(
                 cluster_layout_vmnk, coord_vmnk, mcast_mode=2)
             b_mcast = cpasync.create_tma_multicast_mask(
@@ -444,12 +444,15 @@ class Sm100GroupedGemmKernel(common.Sm100BlockScaledKernel):
         tCgSFA = common.gmem_partition_a(thr_mma, mSFA_mkl, self.mma_tiler)
         tCgSFB = common.gmem_partition_b(thr_mma_sfb, mSFB_nkl, self.mma_tiler_sfb)
 
-        one_cta = cute.make_layout(1)  # cluster = the MMA pair: nothing multicast beyond it
+        # This CTA's share of each box: the cluster is the MMA pair, so A, B and SFA are one
+        # CTA's each, but SFB's box is split over the pair (`common.multicast_places`).
+        a_place, b_place, sfb_place = common.multicast_places(
+            cluster_layout_vmnk, cluster_layout_sfb_vmnk, coord_vmnk, coord_sfb_vmnk)
         # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestM|N, RestK, RestL)
-        tAsA, tAgA = common.tma_partition(tma_atom_a, 0, one_cta, sA, tCgA)
-        tBsB, tBgB = common.tma_partition(tma_atom_b, 0, one_cta, sB, tCgB)
-        tAsSFA, tAgSFA = common.tma_partition_sf(tma_atom_sfa, 0, one_cta, sSFA, tCgSFA)
-        tBsSFB, tBgSFB = common.tma_partition_sf(tma_atom_sfb, 0, one_cta, sSFB, tCgSFB)
+        tAsA, tAgA = common.tma_partition(tma_atom_a, *a_place, sA, tCgA)
+        tBsB, tBgB = common.tma_partition(tma_atom_b, *b_place, sB, tCgB)
+        tAsSFA, tAgSFA = common.tma_partition_sf(tma_atom_sfa, *a_place, sSFA, tCgSFA)
+        tBsSFB, tBgSFB = common.tma_partition_sf(tma_atom_sfb, *sfb_place, sSFB, tCgSFB)
 
         # (OFFSETS_USED,) tile prefix sums in registers (static indices only)
         offs = cute.make_rmem_tensor(cute.make_layout(OFFSETS_USED), cutlass.Int32)
