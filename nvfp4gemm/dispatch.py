@@ -941,8 +941,13 @@ def _launch(entry, data, flat, ptrs, handle=None, side=None) -> None:
                 old.pop(h, None)
         else:
             _TEMPLATES.move_to_end(key)
-        if side is not None and tpl.writer is None and tpl.slots is None:
-            with torch.cuda.stream(side):  # (pointer tables uploaded per new address set)
+        if side is not None:
+            # (the side stream current for the whole call: what a new address set allocates or
+            # copies on torch's current stream -- the pointer-table path's upload, the writer
+            # path's new table, and on sm_100a its new workspace, whose shape rows are copied
+            # from the template's -- is then ordered before the side stream's launches that read
+            # it; session 54's review found the sm_100a copy on the caller's stream, unordered)
+            with torch.cuda.stream(side):
                 tpl(data, flat, ptrs)
         else:
             tpl(data, flat, ptrs)

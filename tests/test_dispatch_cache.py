@@ -1238,6 +1238,73 @@ def test_side_by_side_chunks_fork_and_join(monkeypatch):
     assert log == [("launch", "caller", cur.cuda_stream, ms[lo]) for lo, _hi in ranges]
 
 
+def test_side_chunks_build_new_address_sets_on_their_stream(monkeypatch):
+    """Chunks side by side (exp. 152) through table-writer templates: a new address set's table
+    (`writer_target`, with `like` after the first: on sm_100a a new workspace whose shape rows
+    are copied from the template's with torch's current stream) is made while the chunk's side
+    stream is current, so what it allocates or copies is ordered before that stream's writer and
+    kernel launches.  Session 54's review found it made on the caller's stream for every address
+    set after a template's first (the copy unordered with the side stream's setup kernel)."""
+    import contextlib
+    import itertools
+
+    import configs
+
+    order, capturing, _g, _other, gg = _writer_env(monkeypatch, handle=5)
+    ids = itertools.count(1)
+    current = []
+
+    class Stream:
+        def __init__(self, device=None, name=None):
+            self.name = name or f"side{next(ids)}"
+            self.cuda_stream = 1000 + next(ids)
+
+        def wait_event(self, ev):
+            pass
+
+    class Event:
+        def record(self, stream):
+            pass
+
+    current.append(Stream(name="caller"))
+
+    @contextlib.contextmanager
+    def stream_ctx(s):
+        current.append(s)
+        try:
+            yield
+        finally:
+            current.pop()
+
+    made = []
+
+    def writer_target(data, cfg, stream=None, like=None):
+        made.append((data[3][0][0], current[-1].name, like is not None))
+        return gg.writer_target(data, cfg, stream, like)
+
+    (_arch, _cfg, _ck, mod) = dispatch.plan("group", None, None)
+    mod.writer_target = writer_target
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "stream", stream_ctx)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current[-1])
+    monkeypatch.setattr(dispatch, "CHUNK_STREAMS", True)
+    monkeypatch.setattr(dispatch, "_CHUNK_SIDE", {})
+    n = 40
+    ms = [i + 1 for i in range(n)]  # (each chunk's first M_g names it)
+    d = R.generate_input(ms, [64] * n, [256] * n, n, 7, device="cpu")
+    moved = ([tuple(t.clone() for t in grp) for grp in d[0]], d[1], d[2], d[3])
+    for x in (d, moved, d):
+        dispatch.custom_kernel(x)
+    firsts = [ms[lo] for lo, _hi in configs.group_chunks(n)]
+    assert len(firsts) == 3
+    # per chunk: its template's own table, then one table per address set (d, moved), d again bound
+    assert sorted(m for m, _s, _l in made) == sorted(firsts * 3) and sum(lk for _m, _s, lk in made) == 6
+    for m, stream, _like in made:
+        assert (stream == "caller") == (m == firsts[0]), (m, stream)
+    assert [o[0] for o in order].count("writer") == 6
+
+
 def test_side_streams_fork_then_join(monkeypatch):
     """`SideStreams.run`, the one fork/join of the side-by-side launches (the dispatcher's chunks,
     MaskedGroupedGemm's chunks and its skinny + mixed split), with stand-in streams and events:

@@ -873,8 +873,10 @@ def _workspace_buffer(device):
 
 def _workspace_like(base: Workspace) -> Workspace:
     """A new workspace for the same sizes as `base`: its shape and tile rows copied from base on
-    the device (stream-ordered, no host staging); its pointer rows (all of them) left for the
-    writer and its descriptors for the setup kernel."""
+    the device (on torch's current stream, which must be the stream the writer and the setup
+    kernel then run on: the dispatcher makes a side stream current for its calls; no host
+    staging); its pointer rows (all of them) left for the writer and its descriptors for the
+    setup kernel."""
     buf = _workspace_buffer(base.buffer.device)
     buf[WS_SHAPES:].copy_(base.buffer[WS_SHAPES:], non_blocking=True)
     return Workspace(buf, _workspace_ptrs(buf.data_ptr()) + tuple(base.args[4:]))
