@@ -57,11 +57,16 @@ def lru_lookup(cache: OrderedDict, key, build, max_entries: int) -> tuple[object
     return hit, True
 
 
+def in_capture() -> bool:
+    """Whether torch's current CUDA stream is capturing a CUDA graph."""
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
 def refuse_in_capture() -> None:
     """RuntimeError inside CUDA-graph capture, before a table upload: captured there, the copy
     would replay from a pinned host block that is reused afterwards."""
-    import torch
-
-    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+    if in_capture():
         raise RuntimeError("a grouped launch is being prepared inside CUDA-graph capture: call custom_kernel "
                            "once with these inputs before capturing")

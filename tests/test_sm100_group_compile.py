@@ -306,3 +306,60 @@ def test_template_writes_rows_then_setup_then_main(monkeypatch):
                      ("main", ws_args(ws_o)), ("main", ws_args(ws_g))]
     dispatch.clear_caches()
     gg._WORKSPACES.clear()
+
+
+def test_template_made_inside_a_capture_after_eager_calls(monkeypatch):
+    """torch.cuda.graph captures on a stream of its own, so a caller that warms up eagerly and
+    then captures meets a stream with no template: the template is made inside the capture.  No
+    host upload may run there (`refuse_in_capture`), so its own workspace takes its size rows
+    from this input's eagerly uploaded workspace by a device copy (session 54's review: it
+    uploaded and so refused every such capture on sm_100a).  A later eager address set on that
+    stream copies its rows from the uploaded workspace too, not from the template's, whose
+    captured copy lands only at replay."""
+    import types
+
+    import reference as R
+    from nvfp4gemm import dispatch, table_writer
+
+    handle, capturing, uploads = [5], [False], []
+    real_build = gg._build_workspace
+
+    def build(config, data, key):  # (as on a CUDA device: refused inside a capture)
+        if capturing[0]:
+            raise RuntimeError("upload inside a capture")
+        uploads.append(key)
+        return real_build(config, data, key)
+
+    monkeypatch.setattr(gg, "_build_workspace", build)
+    monkeypatch.setattr(gg, "in_capture", lambda: capturing[0])
+    monkeypatch.setattr(gg, "_launch_setup", lambda c, ws, st: None)
+    monkeypatch.setattr(gg, "_packed_setup", lambda c, ws, st: lambda: None)
+    monkeypatch.setattr(table_writer, "compiled", lambda arch, runnable, n, total=None: lambda dst, entries, stream: None)
+    monkeypatch.setattr(dispatch, "TABLE_WRITER", True)
+    monkeypatch.setattr(dispatch, "GRAPHS", False)
+    monkeypatch.setattr(dispatch, "_PINNED", {})
+    monkeypatch.setattr(dispatch, "validate_device", lambda used: torch.device("cpu"))
+    monkeypatch.setattr(dispatch, "_stream_handle", lambda device: handle[0])
+    monkeypatch.setattr(dispatch, "_capturing", lambda: capturing[0])
+    shapes = ((40, 256, 256), (72, 256, 256))
+    cfg = configs.select_config("group", "sm_100a", shapes)
+    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device, dynamic_m=None: (
+        "sm_100a", cfg, types.SimpleNamespace(fn=lambda *a: None, arch="sm_100a", runnable=False), gg))
+    dispatch.clear_caches()
+    gg._WORKSPACES.clear()
+    g = R.generate_input([40, 72], [256, 256], [256, 256], 2, 1, device="cpu")
+    other = ([tuple(t.clone() for t in grp) for grp in g[0]], g[1], [tuple(t.clone() for t in grp) for grp in g[2]], g[3])
+    dispatch.custom_kernel(g)  # eager, stream 5
+    uploaded = gg._WORKSPACES[gg.cache_key(cfg, g)]
+    handle[0], capturing[0] = 9, True  # with torch.cuda.graph(...): custom_kernel(g)
+    dispatch.custom_kernel(g)
+    capturing[0] = False
+    dispatch.custom_kernel(other)  # eager on stream 9: a new address set for that template
+    tpl = next(iter(dispatch._SIGS.values())).templates[9]
+    own = tpl.target.owner
+    ws_o = tpl.bound[tuple(t.data_ptr() for t in tpl.entry.used(dispatch._flatten(other)[1]))].owner
+    assert own.rows_src is uploaded and ws_o.rows_src is uploaded
+    for ws in (own, ws_o):
+        assert torch.equal(ws.buffer[gg.WS_SHAPES:], uploaded.buffer[gg.WS_SHAPES:])
+    dispatch.clear_caches()
+    gg._WORKSPACES.clear()

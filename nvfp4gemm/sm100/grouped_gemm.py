@@ -57,7 +57,7 @@ from cutlass.pipeline import pipeline_init_wait
 
 import configs
 from configs import K_BLOCK, SF_VEC, KernelConfig
-from nvfp4gemm.cache import lru_lookup, refuse_in_capture
+from nvfp4gemm.cache import in_capture, lru_lookup, refuse_in_capture
 from nvfp4gemm.scheduler import (
     blocked_tile_range, group_and_rank, grouped_mma_tiles, grouped_tile_offsets, linear_to_mnl,
 )
@@ -716,6 +716,10 @@ class Workspace:
     buffer: object  # torch uint8 tensor of WS_BYTES on the data's device (keeps it alive)
     args: tuple  # launch arguments before the stream (main and setup functions alike)
     setup_done: bool = False  # the setup kernel has been launched for these descriptors
+    # The uploaded workspace this one's shape and tile rows were copied from on the device
+    # (`_workspace_like`; None: uploaded itself).  Later copies read that one: a copy recorded in
+    # a CUDA-graph capture lands only when the graph replays.
+    rows_src: object = None
 
 
 # Entries must outlive the launches that point into them: the dispatcher's template holds the
@@ -855,7 +859,15 @@ def writer_target(data, config: KernelConfig, stream, like=None):
     workspace rewritten between launches on one stream is safe."""
     from nvfp4gemm import table_writer
 
-    ws = _build_workspace(config, data, None) if like is None else _workspace_like(like.owner)
+    if like is not None:
+        ws = _workspace_like(like.owner)
+    elif in_capture() and cache_key(config, data) in _WORKSPACES:
+        # A template made inside a caller's capture (on the capture's own stream, after eager
+        # calls on another): no host upload is allowed there (`refuse_in_capture`), but the
+        # template's `runtime_args` has just found this input's workspace, uploaded eagerly.
+        ws = _workspace_like(_WORKSPACES[cache_key(config, data)])
+    else:
+        ws = _build_workspace(config, data, None)
     base = ws.buffer.data_ptr()
     return table_writer.Target(ws, base + WS_PTRS, MAX_GROUPS * NUM_DESC, _workspace_pairs(base),
                                _packed_setup(config, ws, stream))
@@ -877,9 +889,10 @@ def _workspace_like(base: Workspace) -> Workspace:
     kernel then run on: the dispatcher makes a side stream current for its calls; no host
     staging); its pointer rows (all of them) left for the writer and its descriptors for the
     setup kernel."""
-    buf = _workspace_buffer(base.buffer.device)
-    buf[WS_SHAPES:].copy_(base.buffer[WS_SHAPES:], non_blocking=True)
-    return Workspace(buf, _workspace_ptrs(buf.data_ptr()) + tuple(base.args[4:]))
+    src = base.rows_src or base
+    buf = _workspace_buffer(src.buffer.device)
+    buf[WS_SHAPES:].copy_(src.buffer[WS_SHAPES:], non_blocking=True)
+    return Workspace(buf, _workspace_ptrs(buf.data_ptr()) + tuple(src.args[4:]), rows_src=src)
 
 
 def _workspace_pairs(base: int) -> tuple:
