@@ -23,17 +23,23 @@ class SideStreams:
     def run(self, cur, side_work, main_work) -> None:
         """Enqueue `side_work[i](stream)` on side stream i (each forked from torch stream `cur`
         after what is queued there), then `main_work()` (which enqueues on `cur`), then make
-        `cur` wait for every side stream used."""
+        `cur` wait for every side stream used -- also when a work item raises: the side streams
+        started by then are joined before the error propagates, so a caller that frees the
+        outputs after catching it does not race the kernels already queued there."""
         if self._fork is None:
             self._fork = torch.cuda.Event()
         while len(self._sides) < len(side_work):
             self._sides.append((torch.cuda.Stream(self.device), torch.cuda.Event()))
         used = self._sides[:len(side_work)]
         self._fork.record(cur)
-        for (side, _join), work in zip(used, side_work):
-            side.wait_event(self._fork)
-            work(side)
-        main_work()
-        for side, join in used:
-            join.record(side)
-            cur.wait_event(join)
+        started = 0
+        try:
+            for (side, _join), work in zip(used, side_work):
+                side.wait_event(self._fork)
+                started += 1
+                work(side)
+            main_work()
+        finally:
+            for side, join in used[:started]:
+                join.record(side)
+                cur.wait_event(join)

@@ -1358,3 +1358,42 @@ def test_side_streams_fork_then_join(monkeypatch):
         for i, side in enumerate(used):
             rec, wait = joins[2 * i], joins[2 * i + 1]
             assert rec[:2] == ("record", side) and wait == ("wait", "caller", rec[2])
+
+
+def test_side_streams_join_when_a_work_item_raises(monkeypatch):
+    """`SideStreams.run`: when a work item raises (say a template build fails on a new GPU), the
+    side streams started by then are still joined into the caller's stream before the error
+    propagates -- side 0's kernel writes the caller's outputs, which the caller may free after
+    catching the error (session 54's review: no join was recorded on that path)."""
+    from nvfp4gemm.side_streams import SideStreams
+
+    log = []
+    names = iter(f"side{i}" for i in range(10))
+
+    class Stream:
+        def __init__(self, device=None, name=None):
+            self.name = name or next(names)
+
+        def wait_event(self, ev):
+            log.append(("wait", self.name, ev.on))
+
+    class Event:
+        on = None
+
+        def record(self, stream):
+            self.on = stream.name
+            log.append(("record", stream.name))
+
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    caller = Stream(name="caller")
+
+    def bad(s):
+        raise RuntimeError("chunk 2's launch failed")
+
+    with pytest.raises(RuntimeError, match="chunk 2"):
+        SideStreams("cuda:0").run(caller, [lambda s: log.append(("kernel", s.name)), bad, lambda s: None],
+                                  lambda: log.append(("kernel", "caller")))
+    assert ("kernel", "caller") not in log
+    joined = [w[2] for w in log if w[0] == "wait" and w[1] == "caller"]
+    assert joined == ["side0", "side1"]  # (the two sides started; the third never waited on the fork)
