@@ -57,6 +57,70 @@ def lru_lookup(cache: OrderedDict, key, build, max_entries: int) -> tuple[object
     return hit, True
 
 
+def lru_lookup_on_stream(cache: OrderedDict, key, build, max_entries: int) -> tuple[object, bool]:
+    """`lru_lookup` of device tables that `build` uploads on torch's current stream (a tensor or a
+    tuple holding tensors): a value built on one stream and found from another orders the finding
+    stream after the upload (`stream_wait` on the event `stream_mark` recorded right after the
+    build).  Session 54's review: two streams meeting the same addresses (NVFP4_TABLE_WRITER=0's
+    per-address-set tables, a template made in a capture) could read tables another stream was
+    still uploading."""
+    def build_marked():
+        value = build()
+        ts = _tensors(value)
+        return value, (stream_mark(ts[0].device) if ts else None)
+
+    entry, built = lru_lookup(cache, key, build_marked, max_entries)
+    if not built and entry[1] is not None:
+        ts = _tensors(entry[0])
+        stream_wait(entry[1], ts, ts[0].device)
+    return entry[0], built
+
+
+def _tensors(value) -> list:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _stream(device, handle):
+    import torch
+
+    return torch.cuda.current_stream(device) if handle is None else torch.cuda.ExternalStream(int(handle), device=device)
+
+
+def stream_mark(device, handle=None):
+    """(stream handle, CUDA event recorded there now), marking the end of what was just enqueued
+    on stream `handle` (a raw handle or a CUstream; torch's current stream if None) -- a table upload, a setup kernel; None on
+    a CPU device or inside a capture (a captured node is no eager stream's work)."""
+    import torch
+
+    if getattr(device, "type", None) != "cuda" or in_capture():
+        return None
+    stream = _stream(device, handle)
+    event = torch.cuda.Event()
+    event.record(stream)
+    return stream.cuda_stream, event
+
+
+def stream_wait(mark, tensors, device, handle=None) -> None:
+    """Order stream `handle` (torch's current stream if None) after `mark` (`stream_mark`) when
+    the mark is another stream's, and tell the caching allocator that `tensors` are used on this
+    stream too (their memory is then not reused before this stream's work on them is done).
+    Nothing inside a capture: what it reads was made by eager calls before the capture began."""
+    if mark is None or in_capture():
+        return
+    stream = _stream(device, handle)
+    if stream.cuda_stream == mark[0]:
+        return
+    stream.wait_event(mark[1])
+    for t in tensors:
+        t.record_stream(stream)
+
+
 def in_capture() -> bool:
     """Whether torch's current CUDA stream is capturing a CUDA graph."""
     import torch

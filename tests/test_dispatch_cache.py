@@ -1397,3 +1397,63 @@ def test_side_streams_join_when_a_work_item_raises(monkeypatch):
     assert ("kernel", "caller") not in log
     joined = [w[2] for w in log if w[0] == "wait" and w[1] == "caller"]
     assert joined == ["side0", "side1"]  # (the two sides started; the third never waited on the fork)
+
+
+def test_cached_tables_from_another_stream_wait_for_their_upload(monkeypatch):
+    """Session 54's review: device tables cached by address (sm_90a group tables and launch
+    tables, sm_100a workspaces) were uploaded on the stream that first met the addresses and read
+    from any other stream with nothing ordering the two (NVFP4_TABLE_WRITER=0's per-address-set
+    tables on two streams).  Now the build records an event on its stream (`stream_mark`) and a
+    hit from another stream waits on it and marks the tensors as used there (`stream_wait`);
+    nothing on the same stream, on a CPU device or inside a capture."""
+    from collections import OrderedDict
+
+    from nvfp4gemm import cache
+
+    log = []
+
+    class Stream:
+        def __init__(self, handle):
+            self.cuda_stream = handle
+
+        def wait_event(self, ev):
+            log.append(("wait", self.cuda_stream, ev.on))
+
+    class Event:
+        on = None
+
+        def record(self, stream):
+            self.on = stream.cuda_stream
+            log.append(("record", stream.cuda_stream))
+
+    class Table:  # (a CUDA tensor's stand-in: record_stream is all stream_wait calls)
+        def record_stream(self, stream):
+            log.append(("record_stream", stream.cuda_stream))
+
+    current, capturing = [Stream(5)], [False]
+    monkeypatch.setattr(cache, "_stream", lambda device, handle: current[0] if handle is None else Stream(handle))
+    monkeypatch.setattr(cache, "in_capture", lambda: capturing[0])
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    cuda = types.SimpleNamespace(type="cuda")
+    mark = cache.stream_mark(cuda)
+    assert mark[0] == 5 and log == [("record", 5)]
+    assert cache.stream_mark(torch.device("cpu")) is None
+    cache.stream_wait(mark, [Table()], cuda)  # same stream: nothing
+    cache.stream_wait(mark, [Table()], cuda, handle=9)
+    current[0] = Stream(7)
+    cache.stream_wait(mark, [Table(), Table()], cuda)
+    capturing[0] = True
+    cache.stream_wait(mark, [Table()], cuda)  # inside a capture: nothing
+    assert cache.stream_mark(cuda) is None
+    assert log == [("record", 5), ("wait", 9, 5), ("record_stream", 9),
+                   ("wait", 7, 5), ("record_stream", 7), ("record_stream", 7)]
+
+    # the lookup: built -> marked; hit -> waits on that mark with the value's tensors
+    calls = []
+    monkeypatch.setattr(cache, "stream_mark", lambda device: calls.append(("mark", device.type)) or "m1")
+    monkeypatch.setattr(cache, "stream_wait", lambda m, ts, device: calls.append(("wait", m, len(ts))))
+    tables, t = OrderedDict(), torch.zeros(4)
+    for _ in range(2):
+        value, built = cache.lru_lookup_on_stream(tables, "k", lambda: (t, 3, (t[1:], None)), 8)
+        assert value[0] is t
+    assert calls == [("mark", "cpu"), ("wait", "m1", 2)]

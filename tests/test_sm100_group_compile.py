@@ -363,3 +363,22 @@ def test_template_made_inside_a_capture_after_eager_calls(monkeypatch):
         assert torch.equal(ws.buffer[gg.WS_SHAPES:], uploaded.buffer[gg.WS_SHAPES:])
     dispatch.clear_caches()
     gg._WORKSPACES.clear()
+
+
+def test_cached_workspace_from_another_stream_waits_for_its_setup(monkeypatch):
+    """A workspace cached by address is uploaded and set up on the stream that first met the
+    addresses; a lookup from another stream (NVFP4_TABLE_WRITER=0's pointer_args on a second
+    stream's template) waits for that stream's mark before its launch reads the descriptors
+    (session 54's review: it got `setup_done` and read them unordered)."""
+    import reference as R
+
+    log = []
+    monkeypatch.setattr(gg, "stream_mark", lambda device, handle: log.append(("mark", int(handle))) or ("m", int(handle)))
+    monkeypatch.setattr(gg, "stream_wait", lambda mark, ts, device, handle=None: log.append(("wait", mark, int(handle))))
+    gg._WORKSPACES.clear()
+    g = R.generate_input([40, 72], [256, 256], [256, 256], 2, 1, device="cpu")
+    cfg = configs.select_config("group", "sm_100a", ((40, 256, 256), (72, 256, 256)))
+    gg.runtime_args(g, cfg, gg.cuda.CUstream(5))
+    gg.runtime_args(g, cfg, gg.cuda.CUstream(9))
+    assert log == [("mark", 5), ("wait", ("m", 5), 9)]
+    gg._WORKSPACES.clear()

@@ -57,7 +57,7 @@ from cutlass.pipeline import pipeline_init_wait
 
 import configs
 from configs import K_BLOCK, SF_VEC, KernelConfig
-from nvfp4gemm.cache import in_capture, lru_lookup, refuse_in_capture
+from nvfp4gemm.cache import in_capture, lru_lookup, refuse_in_capture, stream_mark, stream_wait
 from nvfp4gemm.scheduler import (
     blocked_tile_range, group_and_rank, grouped_mma_tiles, grouped_tile_offsets, linear_to_mnl,
 )
@@ -720,6 +720,9 @@ class Workspace:
     # (`_workspace_like`; None: uploaded itself).  Later copies read that one: a copy recorded in
     # a CUDA-graph capture lands only when the graph replays.
     rows_src: object = None
+    # (stream handle, event) after its upload and setup (`cache.stream_mark`): a cache hit from
+    # another stream waits on it (`_workspace_for`)
+    ready: object = None
 
 
 # Entries must outlive the launches that point into them: the dispatcher's template holds the
@@ -829,9 +832,13 @@ def _workspace_for(data, config: KernelConfig, stream) -> Workspace:
     kernel on `stream` (before the main kernel the caller launches there)."""
     key = cache_key(config, data)
     ws, needs_setup = workspace_lookup(_WORKSPACES, key, lambda k: _build_workspace(config, data, k))
+    device = ws.buffer.device
     if needs_setup:
         _launch_setup(config, ws, stream)
         ws.setup_done = True
+        ws.ready = stream_mark(device, stream)
+    else:  # (uploaded and set up on another stream, maybe: NVFP4_TABLE_WRITER=0's pointer_args)
+        stream_wait(ws.ready, (ws.buffer,), device, stream)
     return ws
 
 
@@ -891,6 +898,7 @@ def _workspace_like(base: Workspace) -> Workspace:
     setup kernel."""
     src = base.rows_src or base
     buf = _workspace_buffer(src.buffer.device)
+    stream_wait(src.ready, (src.buffer,), src.buffer.device)  # (src may be another stream's)
     buf[WS_SHAPES:].copy_(src.buffer[WS_SHAPES:], non_blocking=True)
     return Workspace(buf, _workspace_ptrs(buf.data_ptr()) + tuple(src.args[4:]), rows_src=src)
 

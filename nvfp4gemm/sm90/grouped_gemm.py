@@ -50,7 +50,7 @@ from cutlass import Int32, Int64
 
 from configs import GROUPS_PER_LAUNCH, K_BLOCK, KernelConfig
 from nvfp4gemm import scheduler
-from nvfp4gemm.cache import lru_lookup
+from nvfp4gemm.cache import lru_lookup_on_stream
 from nvfp4gemm.sm90 import decode
 from nvfp4gemm.sm90.common import SF_STAGE_BYTES, SUB_K, Sm90Common, device_tables, sm_count
 
@@ -486,8 +486,8 @@ def cached_launch_tables(key, build) -> tuple:
     """`build()` (a `launch_tables` result) cached by `key`, which must hold the config and
     every tensor address and size the tables depend on, so a repeated call on the same buffers
     allocates and copies nothing.  One cache for the grouped, grouped skinny and dual swap
-    kernels (`cache.lru_lookup`; the dispatcher's launch templates hold their tables)."""
-    return lru_lookup(_TABLES, key, build, TABLE_ENTRIES)[0]
+    kernels (`cache.lru_lookup_on_stream`; the dispatcher's launch templates hold their tables)."""
+    return lru_lookup_on_stream(_TABLES, key, build, TABLE_ENTRIES)[0]
 
 
 def grouped_tables(config: KernelConfig, data) -> tuple:
@@ -512,7 +512,7 @@ def pointer_table(dev, vals: tuple):
     template, whose other tables depend on the sizes only.  Same layout as `launch_tables`' meta."""
     import torch
 
-    return lru_lookup(_METAS, vals + (dev.index,), lambda: group_table(dev, vals), META_ENTRIES)[0]
+    return lru_lookup_on_stream(_METAS, vals + (dev.index,), lambda: group_table(dev, vals), META_ENTRIES)[0]
 
 
 def group_table(dev, vals: tuple, groups: int = MAX_GROUPS):
