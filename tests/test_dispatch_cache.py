@@ -1153,6 +1153,23 @@ def test_configs_of_reports_each_launch(monkeypatch):
     assert rule([(40, 128, 256)] * 10) != rule([(8, 128, 256)] * 10)  # (the skinny kernel for M_g 8)
 
 
+def _stream_stack(monkeypatch, current: list) -> None:
+    """torch.cuda.stream / current_stream stand-ins over the list `current` (its last stream is
+    current; the context manager pushes and pops)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def stream_ctx(s):
+        current.append(s)
+        try:
+            yield
+        finally:
+            current.pop()
+
+    monkeypatch.setattr(torch.cuda, "stream", stream_ctx)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current[-1])
+
+
 def test_side_by_side_chunks_fork_and_join(monkeypatch):
     """Exp. 152, the chunks side by side (`CHUNK_STREAMS`), with stand-in streams and events: the
     fork is recorded on the caller's stream before any side stream waits on it; chunk i > 0
@@ -1161,7 +1178,6 @@ def test_side_by_side_chunks_fork_and_join(monkeypatch):
     stream, unordered with the side kernel); chunk 0 launches on the caller's stream; every side
     stream's join is recorded after its launch and waited on by the caller's stream.  Inside a
     capture the chunks run in stream order on the caller's stream."""
-    import contextlib
     import itertools
 
     import configs
@@ -1188,14 +1204,6 @@ def test_side_by_side_chunks_fork_and_join(monkeypatch):
     cur = Stream(name="caller")
     current.append(cur)
 
-    @contextlib.contextmanager
-    def stream_ctx(s):
-        current.append(s)
-        try:
-            yield
-        finally:
-            current.pop()
-
     calls = collections.Counter()
 
     def runtime_args(d, cfg, stream, keep=None):
@@ -1205,8 +1213,7 @@ def test_side_by_side_chunks_fork_and_join(monkeypatch):
     _cpu_dispatcher(monkeypatch, "validate_group", calls, lambda *a: None, types.SimpleNamespace(runtime_args=runtime_args))
     monkeypatch.setattr(torch.cuda, "Stream", Stream)
     monkeypatch.setattr(torch.cuda, "Event", Event)
-    monkeypatch.setattr(torch.cuda, "stream", stream_ctx)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current[-1])
+    _stream_stack(monkeypatch, current)
     monkeypatch.setattr(dispatch, "CHUNK_STREAMS", True)
     monkeypatch.setattr(dispatch, "_CHUNK_SIDE", {})
     g = 40
@@ -1245,7 +1252,6 @@ def test_side_chunks_build_new_address_sets_on_their_stream(monkeypatch):
     stream is current, so what it allocates or copies is ordered before that stream's writer and
     kernel launches.  Session 54's review found it made on the caller's stream for every address
     set after a template's first (the copy unordered with the side stream's setup kernel)."""
-    import contextlib
     import itertools
 
     import configs
@@ -1268,14 +1274,6 @@ def test_side_chunks_build_new_address_sets_on_their_stream(monkeypatch):
 
     current.append(Stream(name="caller"))
 
-    @contextlib.contextmanager
-    def stream_ctx(s):
-        current.append(s)
-        try:
-            yield
-        finally:
-            current.pop()
-
     made = []
 
     def writer_target(data, cfg, stream=None, like=None):
@@ -1286,8 +1284,7 @@ def test_side_chunks_build_new_address_sets_on_their_stream(monkeypatch):
     mod.writer_target = writer_target
     monkeypatch.setattr(torch.cuda, "Stream", Stream)
     monkeypatch.setattr(torch.cuda, "Event", Event)
-    monkeypatch.setattr(torch.cuda, "stream", stream_ctx)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current[-1])
+    _stream_stack(monkeypatch, current)
     monkeypatch.setattr(dispatch, "CHUNK_STREAMS", True)
     monkeypatch.setattr(dispatch, "_CHUNK_SIDE", {})
     n = 40
@@ -1305,17 +1302,9 @@ def test_side_chunks_build_new_address_sets_on_their_stream(monkeypatch):
     assert [o[0] for o in order].count("writer") == 6
 
 
-def test_side_streams_fork_then_join(monkeypatch):
-    """`SideStreams.run`, the one fork/join of the side-by-side launches (the dispatcher's chunks,
-    MaskedGroupedGemm's chunks and its skinny + mixed split), with stand-in streams and events:
-    the fork is recorded on the caller's stream before any side stream waits on it; each side's
-    work runs after its wait, on its own stream; the main work runs on the caller's stream after
-    every side's work was enqueued; each side's join is recorded after its work and waited on by
-    the caller's stream.  A later call with fewer sides reuses the first streams and joins only
-    those; one with more grows the set."""
-    from nvfp4gemm.side_streams import SideStreams
-
-    log = []
+def _stand_in_streams(monkeypatch, log):
+    """torch.cuda.Stream and Event stand-ins (patched in) that log ("record", stream, event n) and
+    ("wait", stream, event n); side streams are named side0, side1, ...  Returns the Stream class."""
     names = iter(f"side{i}" for i in range(10))
 
     class Stream:
@@ -1337,7 +1326,21 @@ def test_side_streams_fork_then_join(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "Stream", Stream)
     monkeypatch.setattr(torch.cuda, "Event", Event)
-    caller = Stream(name="caller")
+    return Stream
+
+
+def test_side_streams_fork_then_join(monkeypatch):
+    """`SideStreams.run`, the one fork/join of the side-by-side launches (the dispatcher's chunks,
+    MaskedGroupedGemm's chunks and its skinny + mixed split), with stand-in streams and events:
+    the fork is recorded on the caller's stream before any side stream waits on it; each side's
+    work runs after its wait, on its own stream; the main work runs on the caller's stream after
+    every side's work was enqueued; each side's join is recorded after its work and waited on by
+    the caller's stream.  A later call with fewer sides reuses the first streams and joins only
+    those; one with more grows the set."""
+    from nvfp4gemm.side_streams import SideStreams
+
+    log = []
+    caller = _stand_in_streams(monkeypatch, log)(name="caller")
     sides = SideStreams("cuda:0")
     for n_sides in (2, 1, 3):
         log.clear()
@@ -1368,25 +1371,7 @@ def test_side_streams_join_when_a_work_item_raises(monkeypatch):
     from nvfp4gemm.side_streams import SideStreams
 
     log = []
-    names = iter(f"side{i}" for i in range(10))
-
-    class Stream:
-        def __init__(self, device=None, name=None):
-            self.name = name or next(names)
-
-        def wait_event(self, ev):
-            log.append(("wait", self.name, ev.on))
-
-    class Event:
-        on = None
-
-        def record(self, stream):
-            self.on = stream.name
-            log.append(("record", stream.name))
-
-    monkeypatch.setattr(torch.cuda, "Stream", Stream)
-    monkeypatch.setattr(torch.cuda, "Event", Event)
-    caller = Stream(name="caller")
+    caller = _stand_in_streams(monkeypatch, log)(name="caller")
 
     def bad(s):
         raise RuntimeError("chunk 2's launch failed")
@@ -1395,7 +1380,8 @@ def test_side_streams_join_when_a_work_item_raises(monkeypatch):
         SideStreams("cuda:0").run(caller, [lambda s: log.append(("kernel", s.name)), bad, lambda s: None],
                                   lambda: log.append(("kernel", "caller")))
     assert ("kernel", "caller") not in log
-    joined = [w[2] for w in log if w[0] == "wait" and w[1] == "caller"]
+    recorded_on = {n: stream for op, stream, n in (e for e in log if len(e) == 3) if op == "record"}
+    joined = [recorded_on[n] for op, stream, n in (e for e in log if len(e) == 3) if op == "wait" and stream == "caller"]
     assert joined == ["side0", "side1"]  # (the two sides started; the third never waited on the fork)
 
 
