@@ -89,13 +89,16 @@ def _tensors(value) -> list:
 def _stream(device, handle):
     import torch
 
-    return torch.cuda.current_stream(device) if handle is None else torch.cuda.ExternalStream(int(handle), device=device)
+    if handle is None:
+        return torch.cuda.current_stream(device)
+    return torch.cuda.ExternalStream(int(handle), device=device)
 
 
 def stream_mark(device, handle=None):
     """(stream handle, CUDA event recorded there now), marking the end of what was just enqueued
-    on stream `handle` (a raw handle or a CUstream; torch's current stream if None) -- a table upload, a setup kernel; None on
-    a CPU device or inside a capture (a captured node is no eager stream's work)."""
+    on stream `handle` (a raw handle or a CUstream; torch's current stream if None): a table
+    upload, a setup kernel.  None on a CPU device or inside a capture (a captured node is no eager
+    stream's work)."""
     import torch
 
     if getattr(device, "type", None) != "cuda" or in_capture():
@@ -111,7 +114,7 @@ def stream_wait(mark, tensors, device, handle=None) -> None:
     the mark is another stream's, and tell the caching allocator that `tensors` are used on this
     stream too (their memory is then not reused before this stream's work on them is done).
     Nothing inside a capture: what it reads was made by eager calls before the capture began."""
-    if mark is None or in_capture():
+    if mark is None or (handle is not None and int(handle) == mark[0]) or in_capture():
         return
     stream = _stream(device, handle)
     if stream.cuda_stream == mark[0]:

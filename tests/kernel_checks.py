@@ -91,7 +91,8 @@ def check_mma_issue(ptx: str, gemms: int) -> None:
 
 
 # PTX instructions whose first operand is not a register they define.
-_NO_DEST = re.compile(r"^(st|cp|red|bar|bra|prefetch|fence|tensormap|tcgen05\.(commit|cp|mma|dealloc|relinquish|wait|fence)|"
+_NO_DEST = re.compile(r"^(st|cp|red|bar|bra|prefetch|fence|tensormap|"
+                      r"tcgen05\.(commit|cp|mma|dealloc|relinquish|wait|fence)|"
                       r"mbarrier\.(init|expect_tx)|griddepcontrol|stmatrix|ret|trap|elect)\b")
 _REG = re.compile(r"%[a-z_]+[0-9]*(?:\.[xyz])?")
 
@@ -134,8 +135,9 @@ def check_multicast_loads_split(ptx: str, at_least: int) -> None:
     transaction bytes and so would not even hang.  `at_least`: how many multicast loads the
     config must have (with cta_group 2, one per SFB operand at least)."""
     dep = _rank_dependent_regs(ptx)
-    loads = re.findall(r"^\s*cp\.async\.bulk\.tensor\.[^\s]*multicast::cluster[^\s]*\s+(\[[^\]]*\]),\s*\[[^,]*,\s*\{([^}]*)\}\]",
-                       ptx, re.M)
+    # (smem destination, coordinates) of each multicast TMA load
+    loads = re.findall(r"^\s*cp\.async\.bulk\.tensor\.\S*multicast::cluster\S*\s+"
+                       r"(\[[^\]]*\]),\s*\[[^,]*,\s*\{([^}]*)\}\]", ptx, re.M)
     for dst, coords in loads:
         regs = set(_REG.findall(dst)) | set(_REG.findall(coords))
         assert regs & dep, f"a multicast TMA load ({dst} {{{coords}}}) does not depend on the CTA's cluster rank"
