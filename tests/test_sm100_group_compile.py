@@ -359,6 +359,7 @@ def test_template_made_inside_a_capture_after_eager_calls(monkeypatch):
     own = tpl.target.owner
     ws_o = tpl.bound[tuple(t.data_ptr() for t in tpl.entry.used(dispatch._flatten(other)[1]))].owner
     assert own.rows_src is uploaded and ws_o.rows_src is uploaded
+    assert len(uploads) == 2  # (both at the eager call: its runtime_args and its template's own)
     for ws in (own, ws_o):
         assert torch.equal(ws.buffer[gg.WS_SHAPES:], uploaded.buffer[gg.WS_SHAPES:])
     dispatch.clear_caches()
