@@ -121,7 +121,11 @@ def plan(problem: str, shape, device: torch.device, dynamic_m: bool | None = Non
 def _plan(problem: str, shape, device: torch.device, dynamic_m: bool):
     arch = arch_of_capability(_capability(device))
     cfg = select_config(problem, arch, shape, dynamic_m)
-    mod, ck = compiled_for(problem, arch, cfg, shape)
+    # (compiled under the tensors' device: harness.compile_kernel makes a runnable kernel only
+    # when the current device has the target arch, which on a host with GPUs of two
+    # architectures the current device may not -- session 54's review)
+    with torch.cuda.device(device) if device.type == "cuda" else nullcontext():
+        mod, ck = compiled_for(problem, arch, cfg, shape)
     return arch, cfg, ck, mod
 
 

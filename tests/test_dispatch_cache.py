@@ -1443,3 +1443,27 @@ def test_cached_tables_from_another_stream_wait_for_their_upload(monkeypatch):
         value, built = cache.lru_lookup_on_stream(tables, "k", lambda: (t, 3, (t[1:], None)), 8)
         assert value[0] is t
     assert calls == [("mark", "cpu"), ("wait", "m1", 2)]
+
+
+def test_plan_compiles_under_the_tensors_device(monkeypatch):
+    """On a host with GPUs of two architectures, a call on device 1's tensors while device 0 is
+    current must compile for device 1 as the current device: `harness.compile_kernel` makes a
+    runnable kernel only when the current device has the target arch (session 54's review)."""
+    import contextlib
+
+    current, seen = [0], []
+
+    @contextlib.contextmanager
+    def device_ctx(d):
+        current.append(d.index)
+        try:
+            yield
+        finally:
+            current.pop()
+
+    monkeypatch.setattr(torch.cuda, "device", device_ctx)
+    monkeypatch.setattr(dispatch, "_capability", lambda device: (10, 0) if device.index == 1 else (9, 0))
+    monkeypatch.setattr(dispatch, "compiled_for", lambda problem, arch, cfg, shape: seen.append((arch, current[-1])) or (None, None))
+    dispatch._plan("dual", (256, 512, 1024, 1), torch.device("cuda", 1), False)
+    dispatch._plan("dual", (256, 512, 1024, 1), torch.device("cuda", 0), False)
+    assert seen == [("sm_100a", 1), ("sm_90a", 0)] and current == [0]
