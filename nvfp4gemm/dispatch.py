@@ -124,7 +124,8 @@ def _plan(problem: str, shape, device: torch.device, dynamic_m: bool):
     # (compiled under the tensors' device: harness.compile_kernel makes a runnable kernel only
     # when the current device has the target arch, which on a host with GPUs of two
     # architectures the current device may not -- session 54's review)
-    with torch.cuda.device(device) if device.type == "cuda" else nullcontext():
+    index = device.index if device.type == "cuda" and torch.cuda.is_available() else None
+    with torch.cuda.device(index) if index is not None and index != _current_device() else nullcontext():
         mod, ck = compiled_for(problem, arch, cfg, shape)
     return arch, cfg, ck, mod
 

@@ -1455,13 +1455,15 @@ def test_plan_compiles_under_the_tensors_device(monkeypatch):
 
     @contextlib.contextmanager
     def device_ctx(d):
-        current.append(d.index)
+        current.append(d)
         try:
             yield
         finally:
             current.pop()
 
     monkeypatch.setattr(torch.cuda, "device", device_ctx)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(dispatch, "_current_device", lambda: current[-1])
     monkeypatch.setattr(dispatch, "_capability", lambda device: (10, 0) if device.index == 1 else (9, 0))
     monkeypatch.setattr(dispatch, "compiled_for", lambda problem, arch, cfg, shape: seen.append((arch, current[-1])) or (None, None))
     dispatch._plan("dual", (256, 512, 1024, 1), torch.device("cuda", 1), False)
