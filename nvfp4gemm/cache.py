@@ -69,11 +69,10 @@ def lru_lookup_on_stream(cache: OrderedDict, key, build, max_entries: int) -> tu
         ts = _tensors(value)
         return value, (stream_mark(ts[0].device) if ts else None)
 
-    entry, built = lru_lookup(cache, key, build_marked, max_entries)
-    if not built and entry[1] is not None:
-        ts = _tensors(entry[0])
-        stream_wait(entry[1], ts, ts[0].device)
-    return entry[0], built
+    (value, mark), built = lru_lookup(cache, key, build_marked, max_entries)
+    if not built:
+        stream_wait(mark, value)
+    return value, built
 
 
 def _tensors(value) -> list:
@@ -95,7 +94,7 @@ def _stream(device, handle):
 
 
 def stream_mark(device, handle=None):
-    """(stream handle, CUDA event recorded there now), marking the end of what was just enqueued
+    """(stream handle, CUDA event recorded there now, device), marking the end of what was just enqueued
     on stream `handle` (a raw handle or a CUstream; torch's current stream if None): a table
     upload, a setup kernel.  None on a CPU device or inside a capture (a captured node is no eager
     stream's work)."""
@@ -106,21 +105,23 @@ def stream_mark(device, handle=None):
     stream = _stream(device, handle)
     event = torch.cuda.Event()
     event.record(stream)
-    return stream.cuda_stream, event
+    return stream.cuda_stream, event, device
 
 
-def stream_wait(mark, tensors, device, handle=None) -> None:
+def stream_wait(mark, value, handle=None) -> None:
     """Order stream `handle` (torch's current stream if None) after `mark` (`stream_mark`) when
-    the mark is another stream's, and tell the caching allocator that `tensors` are used on this
-    stream too (their memory is then not reused before this stream's work on them is done).
-    Nothing inside a capture: what it reads was made by eager calls before the capture began."""
+    the mark is another stream's, and tell the caching allocator that the tensors of `value` (a
+    tensor or a tuple holding tensors) are used on this stream too (their memory is then not
+    reused before this stream's work on them is done).  Nothing inside a capture: what it reads
+    was made by eager calls before the capture began.  (A same-stream hit costs the handle
+    comparison only: the tensors are walked just before a wait.)"""
     if mark is None or (handle is not None and int(handle) == mark[0]) or in_capture():
         return
-    stream = _stream(device, handle)
+    stream = _stream(mark[2], handle)
     if stream.cuda_stream == mark[0]:
         return
     stream.wait_event(mark[1])
-    for t in tensors:
+    for t in _tensors(value):
         t.record_stream(stream)
 
 

@@ -1153,21 +1153,32 @@ def test_configs_of_reports_each_launch(monkeypatch):
     assert rule([(40, 128, 256)] * 10) != rule([(8, 128, 256)] * 10)  # (the skinny kernel for M_g 8)
 
 
-def _stream_stack(monkeypatch, current: list) -> None:
-    """torch.cuda.stream / current_stream stand-ins over the list `current` (its last stream is
-    current; the context manager pushes and pops)."""
+def _pushing(stack: list):
+    """A stand-in for torch.cuda.stream / torch.cuda.device: a context manager that makes its
+    argument the last item of `stack` (the current one) while it is open."""
     import contextlib
 
     @contextlib.contextmanager
-    def stream_ctx(s):
-        current.append(s)
+    def ctx(item):
+        stack.append(item)
         try:
             yield
         finally:
-            current.pop()
+            stack.pop()
 
-    monkeypatch.setattr(torch.cuda, "stream", stream_ctx)
+    return ctx
+
+
+def _side_chunks_env(monkeypatch, stream_cls, event_cls, current: list) -> None:
+    """The dispatcher's side-by-side chunks (`CHUNK_STREAMS`, its side streams made afresh) over
+    stand-in torch.cuda.Stream / Event classes, with torch.cuda.stream / current_stream over the
+    list `current` (its last stream is current)."""
+    monkeypatch.setattr(torch.cuda, "Stream", stream_cls)
+    monkeypatch.setattr(torch.cuda, "Event", event_cls)
+    monkeypatch.setattr(torch.cuda, "stream", _pushing(current))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current[-1])
+    monkeypatch.setattr(dispatch, "CHUNK_STREAMS", True)
+    monkeypatch.setattr(dispatch, "_CHUNK_SIDE", {})
 
 
 def test_side_by_side_chunks_fork_and_join(monkeypatch):
@@ -1211,11 +1222,7 @@ def test_side_by_side_chunks_fork_and_join(monkeypatch):
         return ()
 
     _cpu_dispatcher(monkeypatch, "validate_group", calls, lambda *a: None, types.SimpleNamespace(runtime_args=runtime_args))
-    monkeypatch.setattr(torch.cuda, "Stream", Stream)
-    monkeypatch.setattr(torch.cuda, "Event", Event)
-    _stream_stack(monkeypatch, current)
-    monkeypatch.setattr(dispatch, "CHUNK_STREAMS", True)
-    monkeypatch.setattr(dispatch, "_CHUNK_SIDE", {})
+    _side_chunks_env(monkeypatch, Stream, Event, current)
     g = 40
     ms = [i + 1 for i in range(g)]  # (each chunk's first M_g names it in the log)
     d = R.generate_input(ms, [64] * g, [256] * g, g, 7, device="cpu")
@@ -1282,11 +1289,7 @@ def test_side_chunks_build_new_address_sets_on_their_stream(monkeypatch):
 
     (_arch, _cfg, _ck, mod) = dispatch.plan("group", None, None)
     mod.writer_target = writer_target
-    monkeypatch.setattr(torch.cuda, "Stream", Stream)
-    monkeypatch.setattr(torch.cuda, "Event", Event)
-    _stream_stack(monkeypatch, current)
-    monkeypatch.setattr(dispatch, "CHUNK_STREAMS", True)
-    monkeypatch.setattr(dispatch, "_CHUNK_SIDE", {})
+    _side_chunks_env(monkeypatch, Stream, Event, current)
     n = 40
     ms = [i + 1 for i in range(n)]  # (each chunk's first M_g names it)
     d = R.generate_input(ms, [64] * n, [256] * n, n, 7, device="cpu")
@@ -1416,28 +1419,32 @@ def test_cached_tables_from_another_stream_wait_for_their_upload(monkeypatch):
         def record_stream(self, stream):
             log.append(("record_stream", stream.cuda_stream))
 
-    current, capturing = [Stream(5)], [False]
-    monkeypatch.setattr(cache, "_stream", lambda device, handle: current[0] if handle is None else Stream(handle))
-    monkeypatch.setattr(cache, "in_capture", lambda: capturing[0])
-    monkeypatch.setattr(torch.cuda, "Event", Event)
+    current, capturing, walked = [Stream(5)], [False], []
     cuda = types.SimpleNamespace(type="cuda")
-    mark = cache.stream_mark(cuda)
-    assert mark[0] == 5 and log == [("record", 5)]
-    assert cache.stream_mark(torch.device("cpu")) is None
-    cache.stream_wait(mark, [Table()], cuda)  # same stream: nothing
-    cache.stream_wait(mark, [Table()], cuda, handle=9)
-    current[0] = Stream(7)
-    cache.stream_wait(mark, [Table(), Table()], cuda)
-    capturing[0] = True
-    cache.stream_wait(mark, [Table()], cuda)  # inside a capture: nothing
-    assert cache.stream_mark(cuda) is None
+    with monkeypatch.context() as mp:
+        mp.setattr(cache, "_stream", lambda device, handle: current[0] if handle is None else Stream(handle))
+        mp.setattr(cache, "in_capture", lambda: capturing[0])
+        mp.setattr(cache, "_tensors", lambda value: walked.append(len(value)) or value)
+        mp.setattr(torch.cuda, "Event", Event)
+        mark = cache.stream_mark(cuda)
+        assert mark[0] == 5 and mark[2] is cuda and log == [("record", 5)]
+        assert cache.stream_mark(torch.device("cpu")) is None
+        cache.stream_wait(mark, [Table()])  # same stream: nothing, not even the walk
+        cache.stream_wait(mark, [Table()], handle=5)
+        cache.stream_wait(mark, [Table()], handle=9)
+        current[0] = Stream(7)
+        cache.stream_wait(mark, [Table(), Table()])
+        capturing[0] = True
+        cache.stream_wait(mark, [Table()])  # inside a capture: nothing
+        assert cache.stream_mark(cuda) is None
     assert log == [("record", 5), ("wait", 9, 5), ("record_stream", 9),
                    ("wait", 7, 5), ("record_stream", 7), ("record_stream", 7)]
+    assert walked == [1, 2]
 
-    # the lookup: built -> marked; hit -> waits on that mark with the value's tensors
+    # the lookup: built -> marked; hit -> waits on that mark with the cached value
     calls = []
     monkeypatch.setattr(cache, "stream_mark", lambda device: calls.append(("mark", device.type)) or "m1")
-    monkeypatch.setattr(cache, "stream_wait", lambda m, ts, device: calls.append(("wait", m, len(ts))))
+    monkeypatch.setattr(cache, "stream_wait", lambda m, value: calls.append(("wait", m, len(cache._tensors(value)))))
     tables, t = OrderedDict(), torch.zeros(4)
     for _ in range(2):
         value, built = cache.lru_lookup_on_stream(tables, "k", lambda: (t, 3, (t[1:], None)), 8)
@@ -1449,19 +1456,8 @@ def test_plan_compiles_under_the_tensors_device(monkeypatch):
     """On a host with GPUs of two architectures, a call on device 1's tensors while device 0 is
     current must compile for device 1 as the current device: `harness.compile_kernel` makes a
     runnable kernel only when the current device has the target arch (session 54's review)."""
-    import contextlib
-
     current, seen = [0], []
-
-    @contextlib.contextmanager
-    def device_ctx(d):
-        current.append(d)
-        try:
-            yield
-        finally:
-            current.pop()
-
-    monkeypatch.setattr(torch.cuda, "device", device_ctx)
+    monkeypatch.setattr(torch.cuda, "device", _pushing(current))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(dispatch, "_current_device", lambda: current[-1])
     monkeypatch.setattr(dispatch, "_capability", lambda device: (10, 0) if device.index == 1 else (9, 0))

@@ -375,7 +375,7 @@ def test_cached_workspace_from_another_stream_waits_for_its_setup(monkeypatch):
 
     log = []
     monkeypatch.setattr(gg, "stream_mark", lambda device, handle: log.append(("mark", int(handle))) or ("m", int(handle)))
-    monkeypatch.setattr(gg, "stream_wait", lambda mark, ts, device, handle=None: log.append(("wait", mark, int(handle))))
+    monkeypatch.setattr(gg, "stream_wait", lambda mark, value, handle=None: log.append(("wait", mark, int(handle))))
     gg._WORKSPACES.clear()
     g = R.generate_input([40, 72], [256, 256], [256, 256], 2, 1, device="cpu")
     cfg = configs.select_config("group", "sm_100a", ((40, 256, 256), (72, 256, 256)))

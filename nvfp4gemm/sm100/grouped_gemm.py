@@ -832,13 +832,12 @@ def _workspace_for(data, config: KernelConfig, stream) -> Workspace:
     kernel on `stream` (before the main kernel the caller launches there)."""
     key = cache_key(config, data)
     ws, needs_setup = workspace_lookup(_WORKSPACES, key, lambda k: _build_workspace(config, data, k))
-    device = ws.buffer.device
     if needs_setup:
         _launch_setup(config, ws, stream)
         ws.setup_done = True
-        ws.ready = stream_mark(device, stream)
+        ws.ready = stream_mark(ws.buffer.device, stream)
     else:  # (uploaded and set up on another stream, maybe: NVFP4_TABLE_WRITER=0's pointer_args)
-        stream_wait(ws.ready, (ws.buffer,), device, stream)
+        stream_wait(ws.ready, ws.buffer, stream)
     return ws
 
 
@@ -866,13 +865,14 @@ def writer_target(data, config: KernelConfig, stream, like=None):
     workspace rewritten between launches on one stream is safe."""
     from nvfp4gemm import table_writer
 
+    # A template made inside a caller's capture (on the capture's own stream, after eager calls on
+    # another) may not upload (`refuse_in_capture`), but its `runtime_args` has just found this
+    # input's workspace, uploaded eagerly: its size rows are copied from there.
+    uploaded = _WORKSPACES.get(cache_key(config, data)) if like is None and in_capture() else None
     if like is not None:
         ws = _workspace_like(like.owner)
-    elif in_capture() and cache_key(config, data) in _WORKSPACES:
-        # A template made inside a caller's capture (on the capture's own stream, after eager
-        # calls on another): no host upload is allowed there (`refuse_in_capture`), but the
-        # template's `runtime_args` has just found this input's workspace, uploaded eagerly.
-        ws = _workspace_like(_WORKSPACES[cache_key(config, data)])
+    elif uploaded is not None:
+        ws = _workspace_like(uploaded)
     else:
         ws = _build_workspace(config, data, None)
     base = ws.buffer.data_ptr()
@@ -898,7 +898,7 @@ def _workspace_like(base: Workspace) -> Workspace:
     setup kernel."""
     src = base.rows_src or base
     buf = _workspace_buffer(src.buffer.device)
-    stream_wait(src.ready, (src.buffer,), src.buffer.device)  # (src may be another stream's)
+    stream_wait(src.ready, src.buffer)  # (src may be another stream's)
     buf[WS_SHAPES:].copy_(src.buffer[WS_SHAPES:], non_blocking=True)
     return Workspace(buf, _workspace_ptrs(buf.data_ptr()) + tuple(src.args[4:]), rows_src=src)
 
