@@ -429,7 +429,10 @@ class _Template:
         self.bound = OrderedDict()  # used addresses -> the Target written with them
         self.last = None  # (the arguments point at no written table yet)
 
-    def __call__(self, data, flat, ptrs):
+    def __call__(self, data, flat, ptrs, side=None):
+        """Launch on `data` (addresses `ptrs`); `side`: the torch stream of this template's
+        handle where that is not the current stream (exp. 152's side chunks), made current only
+        while a new address set is bound (`_point_at`), not on the hot path."""
         if self.fits is not None:
             ptrs = (ptrs, tuple(size[0] for size in data[3]))
         if self.capturable and _capturing():  # (someone captures this call: no graph of ours)
@@ -456,7 +459,11 @@ class _Template:
                 self.bound.move_to_end(ptrs)  # (its table lives as long as its graph)
             rec[1].launch(self.cu_stream)
             return
-        self._point_at(data, flat, ptrs)
+        if side is not None and ptrs != self.last:
+            with torch.cuda.stream(side):
+                self._point_at(data, flat, ptrs)
+        else:
+            self._point_at(data, flat, ptrs)
         if self.graph_ok:
             if rec is None:
                 rec = self.graphs[ptrs] = [0, None]
@@ -946,16 +953,12 @@ def _launch(entry, data, flat, ptrs, handle=None, side=None) -> None:
                 old.pop(h, None)
         else:
             _TEMPLATES.move_to_end(key)
-        if side is not None:
-            # (the side stream current for the whole call: what a new address set allocates or
-            # copies on torch's current stream -- the pointer-table path's upload, the writer
-            # path's new table, and on sm_100a its new workspace, whose shape rows are copied
-            # from the template's -- is then ordered before the side stream's launches that read
-            # it; session 54's review found the sm_100a copy on the caller's stream, unordered)
-            with torch.cuda.stream(side):
-                tpl(data, flat, ptrs)
-        else:
-            tpl(data, flat, ptrs)
+        # (`side` is made current while the template binds a new address set: what that
+        # allocates or copies on torch's current stream -- the pointer-table path's upload, the
+        # writer path's new table, and on sm_100a its new workspace, whose shape rows are copied
+        # from the template's -- is then ordered before the side stream's launches that read it;
+        # session 54's review found the sm_100a copy on the caller's stream, unordered)
+        tpl(data, flat, ptrs, side)
     elif side is not None:
         with torch.cuda.stream(side):
             _launch(entry, data, flat, ptrs, handle)

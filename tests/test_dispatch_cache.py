@@ -1258,7 +1258,9 @@ def test_side_chunks_build_new_address_sets_on_their_stream(monkeypatch):
     are copied from the template's with torch's current stream) is made while the chunk's side
     stream is current, so what it allocates or copies is ordered before that stream's writer and
     kernel launches.  Session 54's review found it made on the caller's stream for every address
-    set after a template's first (the copy unordered with the side stream's setup kernel)."""
+    set after a template's first (the copy unordered with the side stream's setup kernel).  A
+    repeat of a template's last address set makes no side stream current (session 55: off the
+    hot path)."""
     import itertools
 
     import configs
@@ -1294,10 +1296,18 @@ def test_side_chunks_build_new_address_sets_on_their_stream(monkeypatch):
     ms = [i + 1 for i in range(n)]  # (each chunk's first M_g names it)
     d = R.generate_input(ms, [64] * n, [256] * n, n, 7, device="cpu")
     moved = ([tuple(t.clone() for t in grp) for grp in d[0]], d[1], d[2], d[3])
+    pushes = []
+    push = _pushing(current)
     for x in (d, moved, d):
         dispatch.custom_kernel(x)
     firsts = [ms[lo] for lo, _hi in configs.group_chunks(n)]
     assert len(firsts) == 3
+    # a repeat of the last address set (each template's hot path): no side stream is made current
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: (pushes.append(s.name), push(s))[1])
+    dispatch.custom_kernel(d)
+    assert pushes == []
+    dispatch.custom_kernel(moved)  # (a bound table, pointed at again: made current per side chunk)
+    assert len(pushes) == 2 and "caller" not in pushes
     # per chunk: its template's own table, then one table per address set (d, moved), d again bound
     assert sorted(m for m, _s, _l in made) == sorted(firsts * 3) and sum(lk for _m, _s, lk in made) == 6
     for m, stream, _like in made:
