@@ -1632,3 +1632,32 @@ def test_ranked_loop_cycles_inputs(problem, shape, count, graphs, monkeypatch):
     else:
         assert not tpl.graphs
     dispatch.clear_caches()
+
+
+def _sm100_setup_cases():
+    import sm100_descriptor_check
+
+    return sm100_descriptor_check.cases()
+
+
+_SM100_SETUP_CASES = _sm100_setup_cases()
+
+
+@pytest.mark.parametrize("cfg,shapes", _SM100_SETUP_CASES,
+                         ids=[f"{c.short()}-g{len(s)}-{s[0][0]}x{s[0][1]}x{s[0][2]}" for c, s in _SM100_SETUP_CASES])
+def test_sm100_setup_descriptors_match_host_encoding(cfg, shapes):
+    """The sm_100a grouped kernel's setup kernel run on this GPU (on an H100 or H200 its sm_90a
+    build, whose PTX is the sm_100a one but for .target: test_sm100_group_compile) writes every
+    group's five TMA descriptors as the DSL's host encoding of that group's tensors would, but
+    for the extent flag that tensormap.replace leaves clear (tests/sm100_descriptor_check.py;
+    exp. 179 found the flag set where group 0's tensors were the larger): on an uploaded
+    workspace, and on the dispatcher's default path for new addresses (a workspace copied from
+    the template's on the device, pointer rows stored by the table writer, then the setup)."""
+    import sm100_descriptor_check as check
+
+    ms, ns, ks = zip(*shapes)
+    data = R.generate_input(list(ms), list(ns), list(ks), len(shapes), _SEEDS[1], device="cuda")
+    assert check.descriptor_mismatches(cfg, data) == []
+    moved = ([tuple(t.clone() for t in grp) for grp in data[0]], data[1],
+             [tuple(t.clone() for t in grp) for grp in data[2]], data[3])
+    assert check.writer_path_mismatches(cfg, data, moved) == []

@@ -17,6 +17,8 @@ import pytest
 import torch
 
 import configs
+import cutlass
+import reference as R
 from configs import KernelConfig
 from kernel_checks import (
     check_mma_issue, check_multicast_loads_split, check_nvfp4_block_scaled_mma, check_resources,
@@ -62,6 +64,67 @@ def test_setup_function_writes_each_descriptor_once(cfg, tmp_path):
     assert ptx.count("tensormap.replace.tile.global_address") == len(gg.Desc)
     assert ptx.count("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu") == len(gg.Desc)
     assert "tcgen05.mma" not in ptx
+
+
+@pytest.mark.parametrize("cfg", [c for c, _ in CASES], ids=[c.short() for c, _ in CASES])
+def test_setup_function_built_for_sm90_is_the_sm100_one(cfg, tmp_path):
+    """tests/sm100_descriptor_check.py runs the setup function on H100s (exp. 179): its sm_90a
+    build (traced as sm_100a) must be the sm_100a code -- the same PTX but for `.target` -- and
+    the host-encoding dump it is compared with must compile for both archs."""
+    import sm100_descriptor_check as check
+
+    def ptx_of(build, d):
+        d.mkdir()
+        build(str(d))
+        files = sorted(d.glob("*.ptx"))
+        assert files, "no PTX dumped"
+        text = re.sub(r"kernel_\w+", "K", harness.read_ptx(str(files[-1])))
+        return [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("//", ".target"))]
+
+    sm90 = ptx_of(lambda d: check.compile_setup(cfg, "sm_90a", d), tmp_path / "sm90")
+    sm100 = ptx_of(lambda d: gg.compile_setup(cfg, dump_dir=d), tmp_path / "sm100")
+    assert any("tensormap.replace" in ln for ln in sm90)
+    assert sm90 == sm100
+    for arch in ("sm_90a", "sm_100a"):
+        check.compile_dump(cfg, arch)
+
+
+def test_template_shape_is_no_larger_than_any_group():
+    """The TMA templates' sizes (exp. 179): each no larger than every group's, in MMA roles."""
+    cfg = CASES[0][0]
+    shapes = [(256, 7168, 2048), (40, 4096, 7168), (128, 512, 256)]
+    mm, nn, k = gg.template_shape(cfg, shapes)
+    for gm, gn, gk in gg.mma_shapes(cfg, shapes):
+        assert mm <= gm and nn <= gn and k <= gk
+    ms, ns, ks = zip(*shapes)
+    assert (mm, nn, k) == (min(ns), min(ms), min(ks))  # (this config swaps A and B)
+    ws = gg._build_workspace(cfg, R.generate_input(list(ms), list(ns), list(ks), 3, 1, device="cpu"), None)
+    assert [repr(a) for a in ws.args[4:7]] == [repr(cutlass.Int32(v)) for v in (mm, nn, k)]
+
+
+def test_descriptor_check_compare_masks_only_a_clear_extent_flag():
+    """sm100_descriptor_check.compare (the GPU check's verdict, run here on stand-in bytes):
+    equal bytes pass; the extent flag clear on the device where the host sets it passes; set on
+    the device where the host clears it fails; any other differing byte fails; an unwritten
+    reference fails."""
+    import sm100_descriptor_check as check
+
+    g = torch.Generator().manual_seed(179)
+    ref = torch.randint(0, 256, (2, len(gg.Desc), check.DESC_BYTES), dtype=torch.uint8, generator=g)
+    ref[:, :, check.EXTENT_FLAG_BYTE] |= check.EXTENT_FLAG_BIT
+    shapes = [(256, 128, 512), (512, 64, 256)]
+    assert check.compare(ref.clone(), ref, shapes) == []
+    dev = ref.clone()
+    dev[1, gg.Desc.B, check.EXTENT_FLAG_BYTE] &= ~check.EXTENT_FLAG_BIT & 0xFF
+    assert check.compare(dev, ref, shapes) == []
+    bad = check.compare(ref, dev, shapes)  # (the device's flag set, the host's clear)
+    assert len(bad) == 1 and bad[0].startswith("group 1 B") and "extent flag" in bad[0]
+    dev = ref.clone()
+    dev[0, gg.Desc.SFB, 40] ^= 1
+    bad = check.compare(dev, ref, shapes)
+    assert len(bad) == 1 and bad[0].startswith("group 0 SFB") and "bytes [40]" in bad[0]
+    ref[1, gg.Desc.C] = check.POISON
+    assert check.compare(ref.clone(), ref, shapes) == ["group 1 C: the reference was not written"]
 
 
 @pytest.mark.parametrize("shapes,needle", [

@@ -192,6 +192,30 @@ class Sm100GroupedGemmKernel(common.Sm100BlockScaledKernel):
         mC = cute.make_tensor(ptr(self.c_dtype, int(Desc.C)), c_layout)
         return mA, mB, mSFA, mSFB, mC
 
+    def _tma_atoms(self, mA, mB, mSFA, mSFB, mC):
+        """((TMA atom, its TMA tensor), ...) of one group's tensors in `Desc` order: the A, B,
+        SFA, SFB loads and the C store (host side: their descriptors are encoded from these
+        tensors).  Sets `num_tma_load_bytes`, what the four loads land per stage."""
+        tiled_mma = self.tiled_mma
+        a_op, b_op, sfb_op = common.tma_load_ops(self.cluster_shape_mn, tiled_mma)
+        make_a, make_b = cute.nvgpu.make_tiled_tma_atom_A, cute.nvgpu.make_tiled_tma_atom_B
+        vmnk, sfb_vmnk = self.cluster_layout_vmnk, self.cluster_layout_sfb_vmnk
+        tma_atom_a, tma_a, a_bytes = common.tma_load_atom(
+            make_a, a_op, mA, self.a_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk)
+        tma_atom_b, tma_b, b_bytes = common.tma_load_atom(
+            make_b, b_op, mB, self.b_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk)
+        tma_atom_sfa, tma_sfa, sfa_bytes = common.tma_load_atom(
+            make_a, a_op, mSFA, self.sfa_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk,
+            internal_type=cutlass.Int16)
+        tma_atom_sfb, tma_sfb, sfb_bytes = common.tma_load_atom(
+            make_b, sfb_op, mSFB, self.sfb_smem_layout_staged, self.mma_tiler_sfb,
+            self.tiled_mma_sfb, sfb_vmnk, internal_type=cutlass.Int16)
+        self.num_tma_load_bytes = common.tma_tx_bytes(
+            a_bytes + b_bytes + sfa_bytes + sfb_bytes, tiled_mma, self._expected_tx_bytes())
+        return ((tma_atom_a, tma_a), (tma_atom_b, tma_b), (tma_atom_sfa, tma_sfa),
+                (tma_atom_sfb, tma_sfb),
+                common.make_c_store_atom(mC, self.c_smem_layout_staged, self.epi_tile))
+
     # ------------------------------------------------------------------ host entry
 
     @cute.jit
@@ -209,8 +233,8 @@ class Sm100GroupedGemmKernel(common.Sm100BlockScaledKernel):
         num_clusters: cutlass.Int32,
         stream: cuda.CUstream,
     ):
-        """desc_ptr..offsets_ptr: the workspace (see WS_*); tmpl_*: any group's MMA-coordinate
-        shape (only the TMA template descriptors see it); num_groups: setup grid; num_tiles:
+        """desc_ptr..offsets_ptr: the workspace (see WS_*); tmpl_*: the MMA-coordinate sizes of
+        the TMA template descriptors (`template_shape`: no larger than any group's); num_groups: setup grid; num_tiles:
         MMA tiles of all groups; num_clusters: persistent grid.  Launches the setup kernel
         (setup_only) or the GEMM."""
         self._setup_attributes()
@@ -231,29 +255,10 @@ class Sm100GroupedGemmKernel(common.Sm100BlockScaledKernel):
         # and strides are replaced per group by the setup kernel.  The workspace address
         # stands in for the data (never dereferenced through a template).
         tmpl_addr = desc_ptr.toint()
-        mA, mB, mSFA, mSFB, mC = self._problem_tensors(
-            (tmpl_addr,) * NUM_DESC, tmpl_mm, tmpl_nn, tmpl_k)
-
+        (tma_atom_a, tma_a), (tma_atom_b, tma_b), (tma_atom_sfa, tma_sfa), \
+            (tma_atom_sfb, tma_sfb), (tma_atom_c, tma_c) = self._tma_atoms(
+                *self._problem_tensors((tmpl_addr,) * NUM_DESC, tmpl_mm, tmpl_nn, tmpl_k))
         tiled_mma = self.tiled_mma
-        a_op, b_op, sfb_op = common.tma_load_ops(self.cluster_shape_mn, tiled_mma)
-        make_a, make_b = cute.nvgpu.make_tiled_tma_atom_A, cute.nvgpu.make_tiled_tma_atom_B
-        vmnk, sfb_vmnk = self.cluster_layout_vmnk, self.cluster_layout_sfb_vmnk
-        tma_atom_a, tma_a, a_bytes = common.tma_load_atom(
-            make_a, a_op, mA, self.a_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk)
-        tma_atom_b, tma_b, b_bytes = common.tma_load_atom(
-            make_b, b_op, mB, self.b_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk)
-        tma_atom_sfa, tma_sfa, sfa_bytes = common.tma_load_atom(
-            make_a, a_op, mSFA, self.sfa_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk,
-            internal_type=cutlass.Int16)
-        tma_atom_sfb, tma_sfb, sfb_bytes = common.tma_load_atom(
-            make_b, sfb_op, mSFB, self.sfb_smem_layout_staged, self.mma_tiler_sfb,
-            self.tiled_mma_sfb, sfb_vmnk, internal_type=cutlass.Int16)
-
-        # Transaction bytes per stage: what the four TMA copies land in shared memory.
-        self.num_tma_load_bytes = common.tma_tx_bytes(
-            a_bytes + b_bytes + sfa_bytes + sfb_bytes, tiled_mma, self._expected_tx_bytes())
-
-        tma_atom_c, tma_c = common.make_c_store_atom(mC, self.c_smem_layout_staged, self.epi_tile)
 
         # Operand buffers after the common head (barriers, tile ring, sC).
         self.shared_storage = common.make_shared_storage(
@@ -645,6 +650,18 @@ def mma_shapes(config: KernelConfig, shapes) -> list[tuple[int, int, int]]:
     return [((n, m, k) if config.swap_ab else (m, n, k)) for m, n, k in shapes]
 
 
+def template_shape(config: KernelConfig, shapes) -> tuple[int, int, int]:
+    """(mm, nn, k) of the TMA template tensors: the elementwise minimum over the groups' MMA
+    shapes, so each template tensor is no larger than any group's.  The setup kernel replaces a
+    template's address, sizes and strides, but the host encoder also sets a flag from a tensor's
+    extent (byte 10 bit 5: set iff it spans >= 128 KiB, exp. 179) that tensormap.replace leaves
+    as the template had it.  NVIDIA's templates keep it clear (CUTLASS C++: one tile's sizes;
+    the DSL example: the smallest group's tensors); with group 0's sizes ours could carry it set
+    into a smaller group's descriptor."""
+    mm, nn, k = zip(*mma_shapes(config, shapes))
+    return min(mm), min(nn), min(k)
+
+
 def host_tables(config: KernelConfig, shapes):
     """(shape rows, offsets, num_tiles): the Int32 tables the kernel reads, as lists."""
     tiles = grouped_mma_tiles(config, shapes)
@@ -665,7 +682,7 @@ def compile_args(config: KernelConfig, shapes) -> tuple:
     from cutlass.cute.runtime import make_fake_stream
 
     base = 1 << 20
-    mm, nn, k = mma_shapes(config, shapes)[0]
+    mm, nn, k = template_shape(config, shapes)
     _rows, _offs, total = host_tables(config, shapes)
     return _workspace_args(config, base, mm, nn, k, len(shapes), total,
                            min(total, max_active_clusters(config))) + (make_fake_stream(),)
@@ -781,7 +798,7 @@ def _build_workspace(config: KernelConfig, data, key) -> Workspace:
         clusters = device_max_active_clusters(config, device.index or 0)
     else:  # CPU stand-in (host-time measurements, tests)
         clusters = max_active_clusters(config)
-    mm, nn, k = mma_shapes(config, shapes)[0]
+    mm, nn, k = template_shape(config, shapes)
     args = _workspace_args(config, buf.data_ptr(), mm, nn, k, len(shapes), total,
                            min(total, clusters))
     return Workspace(buf, args)
