@@ -50,8 +50,24 @@ def test_compiles_nvfp4_mma_no_spills(cfg, shapes, tmp_path):
     assert "tensormap.replace" not in ptx and "tensormap.cp_fenceproxy" not in ptx
     assert "fence.proxy.tensormap::generic.acquire" in ptx
     assert "prefetch.tensormap" in ptx
+    check_template_params_unread(ptx)
 
     check_resources(ck)
+
+
+def check_template_params_unread(ptx: str) -> None:
+    """The main kernel never reads the TMA templates (the 128-byte descriptor parameters, each
+    followed by its TMA tensor's shape): it loads through the workspace's per-group descriptors,
+    and its coordinates come from the shape rows.  So the templates' sizes
+    (`grouped_gemm.template_shape`, exp. 179) cannot change what it computes."""
+    entry = ptx[ptx.index(".entry "):]
+    head, body = entry[:entry.index(")")], entry[entry.index(")"):]
+    params = re.findall(r"\.param (?:\.align \d+ )?\.\w+ ?(\w+)(\[\d+\])?", head)
+    templates = [i for i, (_n, size) in enumerate(params) if size == "[128]"]
+    assert len(templates) == len(gg.Desc), [size for _n, size in params]
+    for i in templates:
+        for name, _size in params[i:i + 2]:  # (the descriptor, then its tensor's shape)
+            assert not re.search(re.escape(name) + r"\b", body), f"the main kernel reads {name}"
 
 
 @pytest.mark.parametrize("cfg", [c for c, _ in CASES], ids=[c.short() for c, _ in CASES])
