@@ -112,6 +112,110 @@ class TemplateDump(gg.Sm100GroupedGemmKernel):
                                               smem_base + i * 16)
 
 
+# What `LaunchProbe` copies to the start of each group's C: its NUM_DESC descriptors, then its
+# shape row (SHAPE_FIELDS Int32).
+PROBE_BYTES = gg.NUM_DESC * DESC_BYTES + gg.SHAPE_FIELDS * 4
+
+
+class LaunchProbe(gg.Sm100GroupedGemmKernel):
+    """A stand-in for the main kernel, compiled with its arguments (`__call__`'s signature): one
+    warp per group copies what the main kernel would read of that group -- its five workspace
+    descriptors and its shape row -- to the start of the group's C (whose address it reads from
+    the pointer rows, as the setup kernel does).  Run through the dispatcher in its place, it shows
+    which workspace each launch of the sm_100a path points at: templates, the table writer, the
+    setup relaunch, CUDA-graph replays, side-stream chunks, a caller's capture."""
+
+    @cute.jit
+    def __call__(self, desc_ptr: cute.Pointer, ptrs_ptr: cute.Pointer, shapes_ptr: cute.Pointer,
+                 offsets_ptr: cute.Pointer, tmpl_mm: cutlass.Int32, tmpl_nn: cutlass.Int32,
+                 tmpl_k: cutlass.Int32, num_groups: cutlass.Int32, num_tiles: cutlass.Int32,
+                 num_clusters: cutlass.Int32, stream: cuda.CUstream):
+        # (MAX_GROUPS, NUM_DESC * 16) Int64: each group's descriptors, as words
+        descs = cute.make_tensor(desc_ptr, cute.make_layout((gg.MAX_GROUPS, gg.NUM_DESC * 16),
+                                                            stride=(gg.NUM_DESC * 16, 1)))
+        # (MAX_GROUPS, NUM_DESC) Int64 data pointers
+        ptrs = cute.make_tensor(ptrs_ptr, cute.make_layout((gg.MAX_GROUPS, gg.NUM_DESC),
+                                                           stride=(gg.NUM_DESC, 1)))
+        # (MAX_GROUPS, SHAPE_FIELDS) Int32
+        shapes = cute.make_tensor(shapes_ptr, cute.make_layout((gg.MAX_GROUPS, gg.SHAPE_FIELDS),
+                                                               stride=(gg.SHAPE_FIELDS, 1)))
+        self.probe_kernel(descs, ptrs, shapes).launch(grid=(num_groups, 1, 1), block=[32, 1, 1],
+                                                      stream=stream)
+
+    @cute.kernel
+    def probe_kernel(self, descs: cute.Tensor, ptrs: cute.Tensor, shapes: cute.Tensor):
+        g, _, _ = cute.arch.block_idx()
+        lane, _, _ = cute.arch.thread_idx()
+        c_addr = ptrs[g, int(gg.Desc.C)]
+        words = gg.NUM_DESC * 16
+        # (words,) Int64 at the start of the group's C
+        out = cute.make_tensor(cute.make_ptr(cutlass.Int64, c_addr, cute.AddressSpace.gmem, assumed_align=16),
+                               cute.make_layout(words))
+        for i in cutlass.range_constexpr((words + 31) // 32):
+            w = lane + 32 * i
+            if w < words:
+                out[w] = descs[g, w]
+        # (SHAPE_FIELDS,) Int32 after them
+        row = cute.make_tensor(cute.make_ptr(cutlass.Int32, c_addr + words * 8, cute.AddressSpace.gmem,
+                                             assumed_align=16), cute.make_layout(gg.SHAPE_FIELDS))
+        if lane < gg.SHAPE_FIELDS:
+            row[lane] = shapes[g, lane]
+
+
+def compile_probe(config, arch: str, dump_dir: str | None = None):
+    """`LaunchProbe(config)` compiled for `arch`, with the main kernel's compile arguments."""
+    key = ("probe", config, arch, dump_dir)
+    if key not in _COMPILED:
+        with traced_as_sm100a():
+            _COMPILED[key] = cute.compile(LaunchProbe(config), *gg.compile_args(config, ((128, 1024, gg.K_BLOCK),)),
+                                          options=_options(arch, dump_dir))
+    return _COMPILED[key]
+
+
+def probe_mismatches(config, data) -> list[str]:
+    """After a dispatcher call whose main launch was `LaunchProbe`: each group's C must start with
+    the host encoding of that group's descriptors (`compare`) and its shape row (`host_tables`)."""
+    shapes = _shapes(data)
+    groups = len(shapes)
+    torch.cuda.synchronize()
+    got = torch.stack([grp[2].reshape(-1).view(torch.uint8)[:PROBE_BYTES] for grp in data[0]]).cpu()
+    descs = got[:, :gg.NUM_DESC * DESC_BYTES].reshape(groups, gg.NUM_DESC, DESC_BYTES)
+    bad = compare(descs, host_descriptors(config, data, target_arch()), gg.mma_shapes(config, shapes))
+    rows = got[:, gg.NUM_DESC * DESC_BYTES:].contiguous().view(torch.int32)
+    want = torch.tensor(gg.host_tables(config, shapes)[0][:groups], dtype=torch.int32)
+    for g in range(groups):
+        if not torch.equal(rows[g], want[g]):
+            bad.append(f"group {g}: shape row {rows[g].tolist()}, expected {want[g].tolist()}")
+    return bad
+
+
+def sm100_grouped_dispatch(monkeypatch) -> None:
+    """Make the dispatcher take its sm_100a grouped path on this GPU (pytest `monkeypatch`, undone
+    after the test): grouped inputs plan for sm_100a, whose main launch is `LaunchProbe` and whose
+    setup and table writer are built for this GPU; every cache that would keep them is fresh."""
+    import types
+    from collections import OrderedDict
+
+    from nvfp4gemm import dispatch, table_writer
+
+    arch = target_arch()
+    real_compiled_for = dispatch.compiled_for
+
+    def compiled_for(problem, plan_arch, cfg, shape):
+        if problem != "group" or plan_arch != "sm_100a":
+            return real_compiled_for(problem, plan_arch, cfg, shape)
+        gg.Sm100GroupedGemmKernel.can_implement(cfg, shape)
+        return gg, types.SimpleNamespace(fn=compile_probe(cfg, arch), arch="sm_100a", runnable=True)
+
+    dispatch.clear_caches()
+    monkeypatch.setattr(dispatch, "_capability", lambda device: (10, 0))
+    monkeypatch.setattr(dispatch, "_PLANS", OrderedDict())
+    monkeypatch.setattr(dispatch, "compiled_for", compiled_for)
+    monkeypatch.setattr(gg, "compile_setup", lambda cfg, dump_dir=None: compile_setup(cfg, arch, dump_dir))
+    monkeypatch.setattr(gg, "_WORKSPACES", OrderedDict())
+    monkeypatch.setattr(table_writer, "_COMPILED", {})
+
+
 def _options(arch: str, dump_dir: str | None) -> str:
     opts = [f"--gpu-arch {arch}"]
     if dump_dir:

@@ -1661,3 +1661,85 @@ def test_sm100_setup_descriptors_match_host_encoding(cfg, shapes):
     moved = ([tuple(t.clone() for t in grp) for grp in data[0]], data[1],
              [tuple(t.clone() for t in grp) for grp in data[2]], data[3])
     assert check.writer_path_mismatches(cfg, data, moved) == []
+
+
+@pytest.fixture
+def sm100_grouped_path(monkeypatch):
+    """The dispatcher's sm_100a grouped path on this GPU, its main launch a probe
+    (tests/sm100_descriptor_check.py: `sm100_grouped_dispatch`); every dispatcher cache cleared
+    after, so no later test meets a probe entry."""
+    import sm100_descriptor_check
+    from nvfp4gemm import dispatch
+
+    sm100_descriptor_check.sm100_grouped_dispatch(monkeypatch)
+    try:
+        yield sm100_descriptor_check
+    finally:
+        torch.cuda.synchronize()
+        dispatch.clear_caches()
+
+
+def _group_input(shapes, seed):
+    ms, ns, ks = zip(*shapes)
+    return R.generate_input(list(ms), list(ns), list(ks), len(shapes), seed, device="cuda")
+
+
+def _moved(data):
+    """The same grouped input in new tensors (new addresses, same sizes and values)."""
+    return ([tuple(t.clone() for t in grp) for grp in data[0]], data[1],
+            [tuple(t.clone() for t in grp) for grp in data[2]], data[3])
+
+
+def test_sm100_grouped_launch_path_on_this_gpu(sm100_grouped_path, monkeypatch):
+    """The dispatcher's sm_100a grouped launch path run on this GPU with a probe in the main
+    kernel's place (its arguments, its launch): at every launch each group's C must start with the
+    host encoding of that group's descriptors and its shape row.  Covers what only sm_100a uses --
+    the template's workspace and the `like` copies of it (size rows copied on the device), the table
+    writer followed by the setup relaunch, CUDA graphs per address set (on by default there), chunks
+    of more than 16 groups on side streams, a caller's capture (a template made inside it, session
+    54's fix), NVFP4_TABLE_WRITER=0's uploaded workspaces -- none of which had run on a GPU."""
+    from nvfp4gemm import dispatch
+
+    check = sm100_grouped_path
+
+    def call(data, what):
+        for grp in data[0]:
+            grp[2].fill_(float("nan"))
+        dispatch.custom_kernel(data)
+        verify(data, what)
+
+    def verify(data, what):
+        if len(data[3]) > configs.GROUPS_PER_LAUNCH:
+            ranges, subs = dispatch._chunk_inputs(data)
+            cfgs = dispatch.configs_of(data)
+        else:
+            subs, cfgs = [data], dispatch.configs_of(data)
+        for sub, cfg in zip(subs, cfgs):
+            assert cfg.arch == "sm_100a"
+            bad = check.probe_mismatches(cfg, sub)
+            assert bad == [], (what, bad[:4])
+
+    x = _group_input(configs.GROUP_BENCHMARKS[1], _SEEDS[1])  # g8 N7168 K2048
+    y = _moved(x)
+    for step, data in enumerate([x, x, x, y, y, y, x, y, x]):
+        call(data, f"eager step {step}")
+    replayed = [rec for tpls in dispatch._TEMPLATES.values() for t in tpls.values()
+                for rec in t.graphs.values() if rec[1] is not None]
+    assert len(replayed) == 2, "a CUDA graph per address set"
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dispatch.custom_kernel(x)
+    for grp in x[0]:
+        grp[2].fill_(float("nan"))
+    graph.replay()
+    verify(x, "a caller's graph replayed")
+
+    many = _group_input([(8 * (g + 1), 512, 256) for g in range(20)], _SEEDS[1] + 1)
+    for step, data in enumerate([many, many, many, _moved(many)]):
+        call(data, f"20 groups, step {step}")
+
+    monkeypatch.setattr(dispatch, "TABLE_WRITER", False)
+    dispatch.clear_caches()
+    for step, data in enumerate([x, y, x, y]):
+        call(data, f"NVFP4_TABLE_WRITER=0, step {step}")
