@@ -553,9 +553,12 @@ class _Template:
         return None
 
     def _write(self, data, t) -> None:
-        """Write `data`'s entries into t (then t's `after` launch) and point the arguments at t."""
+        """Write `data`'s entries into t (after t's `before` launch, then its `after` launch) and
+        point the arguments at t."""
         vals = self.entry.mod.table_entries(data, self.entry.cfg)
         self.entry_values[:len(vals)] = vals  # (the signature fixes len(vals): the rest stay 0)
+        if t.before is not None:
+            t.before()
         self.writer_dst._desc.value = t.dst
         self.writer()
         if t.after is not None:

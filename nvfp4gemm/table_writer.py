@@ -107,6 +107,9 @@ class Target:
     n: int  # entries written per launch (the module's `table_entries`, zero-padded)
     arg_pairs: tuple  # ((argument index, address), ...): the kernel's arguments into `owner`
     after: object = None  # a launch to run after the writer, or None (sm_100a: descriptor setup)
+    # a launch to run before the writer, or None (sm_100a: a workspace made inside a capture copies
+    # its size rows again from their source, so no later capture's graph depends on that capture's)
+    before: object = None
 
 
 _COMPILED: dict = {}

@@ -15,7 +15,8 @@ The reference (`TemplateDump`): the same class's `_problem_tensors` and `_tma_at
 real addresses and sizes, encoded on the host, copied out unchanged by a one-warp kernel.  Equal
 bytes mean the device-side replacement wrote every field the host encoding would.  One bit may
 differ by design (`EXTENT_FLAG_BYTE`): a flag of the tensor's extent that tensormap.replace
-leaves as the template had it, clear in our templates as in NVIDIA's.
+leaves as the template had it; our templates are no larger than any group's tensors, so it is
+never set where the host encoding clears it.
 
     python3 tests/sm100_descriptor_check.py      (a GPU of sm_90 or later; prints every mismatch)
 """
@@ -47,8 +48,9 @@ DESC_BYTES = common.TENSORMAP_BYTES
 POISON = 0xA5  # (the workspace's descriptor slots and the dump's output before each run)
 # A flag the host encoder sets iff the tensor spans >= 128 KiB (exp. 179: found by this check,
 # mapped over sizes on an H200) and tensormap.replace never touches: a device-written descriptor
-# carries its template's.  The templates keep it clear (`grouped_gemm.template_shape`, as NVIDIA's
-# do), so a descriptor may lack it where the host would set it, never the reverse.
+# carries its template's.  No template is larger than any group's tensor
+# (`grouped_gemm.template_shape`), so a template has it set only where every group's encoding does:
+# a descriptor may lack it where the host would set it, never the reverse.
 EXTENT_FLAG_BYTE, EXTENT_FLAG_BIT = 10, 0x20
 
 
@@ -57,12 +59,15 @@ def traced_as_sm100a():
     """The DSL's arch query answers sm_100a while open (its op constructors check it); the
     compile target stays the `--gpu-arch` option's."""
     cls = type(BaseDSL._get_dsl())
-    old = cls.get_arch_enum
+    own = cls.__dict__.get("get_arch_enum")  # (None: inherited, so deleted again after)
     cls.get_arch_enum = lambda self: Arch.sm_100a
     try:
         yield
     finally:
-        cls.get_arch_enum = old
+        if own is None:
+            del cls.get_arch_enum
+        else:
+            cls.get_arch_enum = own
 
 
 def target_arch() -> str:
@@ -112,9 +117,13 @@ class TemplateDump(gg.Sm100GroupedGemmKernel):
                                               smem_base + i * 16)
 
 
-# What `LaunchProbe` copies to the start of each group's C: its NUM_DESC descriptors, then its
-# shape row (SHAPE_FIELDS Int32).
-PROBE_BYTES = gg.NUM_DESC * DESC_BYTES + gg.SHAPE_FIELDS * 4
+# What `LaunchProbe` copies to the start of each group's C: its NUM_DESC descriptors, its shape
+# row (SHAPE_FIELDS Int32), then PROBE_TAIL Int32: the launch's scalars (tmpl_mm, tmpl_nn,
+# tmpl_k, num_groups, num_tiles, num_clusters) and the tile offsets (OFFSETS_USED), zero-padded.
+PROBE_SCALARS = 6
+PROBE_TAIL = 24
+PROBE_BYTES = gg.NUM_DESC * DESC_BYTES + (gg.SHAPE_FIELDS + PROBE_TAIL) * 4
+assert PROBE_SCALARS + gg.OFFSETS_USED <= PROBE_TAIL
 
 
 class LaunchProbe(gg.Sm100GroupedGemmKernel):
@@ -139,11 +148,15 @@ class LaunchProbe(gg.Sm100GroupedGemmKernel):
         # (MAX_GROUPS, SHAPE_FIELDS) Int32
         shapes = cute.make_tensor(shapes_ptr, cute.make_layout((gg.MAX_GROUPS, gg.SHAPE_FIELDS),
                                                                stride=(gg.SHAPE_FIELDS, 1)))
-        self.probe_kernel(descs, ptrs, shapes).launch(grid=(num_groups, 1, 1), block=[32, 1, 1],
-                                                      stream=stream)
+        # (OFFSETS_USED,) Int32 tile prefix sums
+        offsets = cute.make_tensor(offsets_ptr, cute.make_layout(gg.OFFSETS_USED))
+        self.probe_kernel(descs, ptrs, shapes, offsets, tmpl_mm, tmpl_nn, tmpl_k, num_groups, num_tiles,
+                          num_clusters).launch(grid=(num_groups, 1, 1), block=[32, 1, 1], stream=stream)
 
     @cute.kernel
-    def probe_kernel(self, descs: cute.Tensor, ptrs: cute.Tensor, shapes: cute.Tensor):
+    def probe_kernel(self, descs: cute.Tensor, ptrs: cute.Tensor, shapes: cute.Tensor, offsets: cute.Tensor,
+                     tmpl_mm: cutlass.Int32, tmpl_nn: cutlass.Int32, tmpl_k: cutlass.Int32,
+                     num_groups: cutlass.Int32, num_tiles: cutlass.Int32, num_clusters: cutlass.Int32):
         g, _, _ = cute.arch.block_idx()
         lane, _, _ = cute.arch.thread_idx()
         c_addr = ptrs[g, int(gg.Desc.C)]
@@ -160,6 +173,18 @@ class LaunchProbe(gg.Sm100GroupedGemmKernel):
                                              assumed_align=16), cute.make_layout(gg.SHAPE_FIELDS))
         if lane < gg.SHAPE_FIELDS:
             row[lane] = shapes[g, lane]
+        # (PROBE_TAIL,) Int32 after the row
+        tail = cute.make_tensor(cute.make_ptr(cutlass.Int32, c_addr + words * 8 + gg.SHAPE_FIELDS * 4,
+                                              cute.AddressSpace.gmem, assumed_align=16),
+                                cute.make_layout(PROBE_TAIL))
+        if lane == 0:
+            scalars = (tmpl_mm, tmpl_nn, tmpl_k, num_groups, num_tiles, num_clusters)
+            for i in cutlass.range_constexpr(PROBE_SCALARS):
+                tail[i] = scalars[i]
+        if lane < gg.OFFSETS_USED:
+            tail[PROBE_SCALARS + lane] = offsets[lane]
+        if PROBE_SCALARS + gg.OFFSETS_USED <= lane and lane < PROBE_TAIL:
+            tail[lane] = cutlass.Int32(0)
 
 
 def compile_probe(config, arch: str, dump_dir: str | None = None):
@@ -174,18 +199,26 @@ def compile_probe(config, arch: str, dump_dir: str | None = None):
 
 def probe_mismatches(config, data) -> list[str]:
     """After a dispatcher call whose main launch was `LaunchProbe`: each group's C must start with
-    the host encoding of that group's descriptors (`compare`) and its shape row (`host_tables`)."""
+    the host encoding of that group's descriptors (`compare`), its shape row and the launch's
+    scalars and tile offsets (`host_tables`, `template_shape`, the cluster count)."""
     shapes = _shapes(data)
     groups = len(shapes)
     torch.cuda.synchronize()
     got = torch.stack([grp[2].reshape(-1).view(torch.uint8)[:PROBE_BYTES] for grp in data[0]]).cpu()
     descs = got[:, :gg.NUM_DESC * DESC_BYTES].reshape(groups, gg.NUM_DESC, DESC_BYTES)
     bad = compare(descs, host_descriptors(config, data, target_arch()), gg.mma_shapes(config, shapes))
-    rows = got[:, gg.NUM_DESC * DESC_BYTES:].contiguous().view(torch.int32)
-    want = torch.tensor(gg.host_tables(config, shapes)[0][:groups], dtype=torch.int32)
+    ints = got[:, gg.NUM_DESC * DESC_BYTES:].contiguous().view(torch.int32)
+    rows, tails = ints[:, :gg.SHAPE_FIELDS], ints[:, gg.SHAPE_FIELDS:]
+    table, offsets, total = gg.host_tables(config, shapes)
+    device = data[0][0][0].device
+    clusters = max(1, min(total, gg.device_max_active_clusters(config, device.index or 0)))
+    tail = [*gg.template_shape(config, shapes), groups, total, clusters, *offsets[:gg.OFFSETS_USED]]
+    tail += [0] * (PROBE_TAIL - len(tail))
     for g in range(groups):
-        if not torch.equal(rows[g], want[g]):
-            bad.append(f"group {g}: shape row {rows[g].tolist()}, expected {want[g].tolist()}")
+        if rows[g].tolist() != table[g]:
+            bad.append(f"group {g}: shape row {rows[g].tolist()}, expected {table[g]}")
+        if tails[g].tolist() != tail:
+            bad.append(f"group {g}: scalars and tile offsets {tails[g].tolist()}, expected {tail}")
     return bad
 
 
@@ -205,7 +238,14 @@ def sm100_grouped_dispatch(monkeypatch) -> None:
         if problem != "group" or plan_arch != "sm_100a":
             return real_compiled_for(problem, plan_arch, cfg, shape)
         gg.Sm100GroupedGemmKernel.can_implement(cfg, shape)
+        small = [(m, n) for m, n, _k in shape if m * n * 2 < PROBE_BYTES]
+        assert not small, f"groups {small}: C smaller than the probe's {PROBE_BYTES} bytes"
         return gg, types.SimpleNamespace(fn=compile_probe(cfg, arch), arch="sm_100a", runnable=True)
+
+    real_buffer = gg._workspace_buffer
+
+    def poisoned_buffer(device):  # (every new workspace: nothing stale can pass for a written one)
+        return real_buffer(device).fill_(POISON)
 
     dispatch.clear_caches()
     monkeypatch.setattr(dispatch, "_capability", lambda device: (10, 0))
@@ -213,7 +253,9 @@ def sm100_grouped_dispatch(monkeypatch) -> None:
     monkeypatch.setattr(dispatch, "compiled_for", compiled_for)
     monkeypatch.setattr(gg, "compile_setup", lambda cfg, dump_dir=None: compile_setup(cfg, arch, dump_dir))
     monkeypatch.setattr(gg, "_WORKSPACES", OrderedDict())
+    monkeypatch.setattr(gg, "_workspace_buffer", poisoned_buffer)
     monkeypatch.setattr(table_writer, "_COMPILED", {})
+    monkeypatch.setattr(dispatch, "_PINNED", {})  # (what a probe capture pins goes with the test)
 
 
 def _options(arch: str, dump_dir: str | None) -> str:

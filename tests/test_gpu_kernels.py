@@ -1696,8 +1696,10 @@ def test_sm100_grouped_launch_path_on_this_gpu(sm100_grouped_path, monkeypatch):
     host encoding of that group's descriptors and its shape row.  Covers what only sm_100a uses --
     the template's workspace and the `like` copies of it (size rows copied on the device), the table
     writer followed by the setup relaunch, CUDA graphs per address set (on by default there), chunks
-    of more than 16 groups on side streams, a caller's capture (a template made inside it, session
-    54's fix), NVFP4_TABLE_WRITER=0's uploaded workspaces -- none of which had run on a GPU."""
+    of more than 16 groups on side streams, a caller's captures (a template made inside the first,
+    session 54's fix; a second capture writing that template's own workspace, session 55's),
+    NVFP4_TABLE_WRITER=0's uploaded workspaces -- none of which had run on a GPU.  Each check also
+    covers the launch's scalars and tile offsets; new workspaces start poisoned."""
     from nvfp4gemm import dispatch
 
     check = sm100_grouped_path
@@ -1727,13 +1729,21 @@ def test_sm100_grouped_launch_path_on_this_gpu(sm100_grouped_path, monkeypatch):
                 for rec in t.graphs.values() if rec[1] is not None]
     assert len(replayed) == 2, "a CUDA graph per address set"
 
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        dispatch.custom_kernel(x)
-    for grp in x[0]:
-        grp[2].fill_(float("nan"))
-    graph.replay()
-    verify(x, "a caller's graph replayed")
+    # A caller's graphs (torch.cuda.graph captures them all on one stream: one template, made in
+    # the first capture): x's, whose table an eager call bound, then z's, new addresses, whose
+    # graph writes the template's own workspace -- replayed first, before x's graph ever ran
+    # (session 55's review: its size rows came only from a copy recorded in x's graph).
+    z = _moved(x)
+    graphs = [torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()]
+    for graph, data in zip(graphs, (x, z)):
+        with torch.cuda.graph(graph):
+            dispatch.custom_kernel(data)
+    for graph, data, what in ((graphs[1], z, "a second caller's graph, replayed first"),
+                              (graphs[0], x, "a caller's graph")):
+        for grp in data[0]:
+            grp[2].fill_(float("nan"))
+        graph.replay()
+        verify(data, what)
 
     many = _group_input([(8 * (g + 1), 512, 256) for g in range(20)], _SEEDS[1] + 1)
     for step, data in enumerate([many, many, many, _moved(many)]):

@@ -445,6 +445,66 @@ def test_template_made_inside_a_capture_after_eager_calls(monkeypatch):
     gg._WORKSPACES.clear()
 
 
+def test_second_capture_copies_the_size_rows_it_reads(monkeypatch):
+    """torch.cuda.graph captures every graph on one stream, so a caller's captures share one
+    template, made inside the first; its own workspace's size rows are a copy recorded in that
+    capture.  A second capture, of addresses no eager call bound, writes that workspace (writer,
+    then setup): its graph must record the rows copy again before the setup, or replaying it
+    before the first graph ever ran builds descriptors from uninitialised rows (session 55's
+    review)."""
+    import types
+
+    import reference as R
+    from nvfp4gemm import dispatch, table_writer
+
+    handle, capturing, log = [5], [False], []
+    real_build, real_copy = gg._build_workspace, gg._copy_rows
+
+    def build(config, data, key):  # (as on a CUDA device: refused inside a capture)
+        if capturing[0]:
+            raise RuntimeError("upload inside a capture")
+        return real_build(config, data, key)
+
+    def copy_rows(ws):
+        log.append(("rows", ws.buffer.data_ptr(), capturing[0]))
+        real_copy(ws)
+
+    def packed_setup(config, ws, stream):
+        return lambda: log.append(("setup", ws.buffer.data_ptr(), capturing[0]))
+
+    monkeypatch.setattr(gg, "_build_workspace", build)
+    monkeypatch.setattr(gg, "_copy_rows", copy_rows)
+    monkeypatch.setattr(gg, "in_capture", lambda: capturing[0])
+    monkeypatch.setattr(gg, "_launch_setup", lambda c, ws, st: None)
+    monkeypatch.setattr(gg, "_packed_setup", packed_setup)
+    monkeypatch.setattr(table_writer, "compiled", lambda arch, runnable, n, total=None: lambda dst, entries, stream: None)
+    monkeypatch.setattr(dispatch, "TABLE_WRITER", True)
+    monkeypatch.setattr(dispatch, "GRAPHS", False)
+    monkeypatch.setattr(dispatch, "_PINNED", {})
+    monkeypatch.setattr(dispatch, "validate_device", lambda used: torch.device("cpu"))
+    monkeypatch.setattr(dispatch, "_stream_handle", lambda device: handle[0])
+    monkeypatch.setattr(dispatch, "_capturing", lambda: capturing[0])
+    shapes = ((40, 256, 256), (72, 256, 256))
+    cfg = configs.select_config("group", "sm_100a", shapes)
+    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device, dynamic_m=None: (
+        "sm_100a", cfg, types.SimpleNamespace(fn=lambda *a: None, arch="sm_100a", runnable=False), gg))
+    dispatch.clear_caches()
+    gg._WORKSPACES.clear()
+    g = R.generate_input([40, 72], [256, 256], [256, 256], 2, 1, device="cpu")
+    fresh = ([tuple(t.clone() for t in grp) for grp in g[0]], g[1], [tuple(t.clone() for t in grp) for grp in g[2]], g[3])
+    dispatch.custom_kernel(g)  # eager warm-up on stream 5
+    handle[0], capturing[0] = 9, True
+    dispatch.custom_kernel(g)  # capture 1 (g is bound: no writer in it)
+    own = next(iter(dispatch._SIGS.values())).templates[9].target.owner.buffer.data_ptr()
+    assert log[-1] == ("rows", own, True)  # (the template's rows: graph 1's copy)
+    log.clear()
+    dispatch.custom_kernel(fresh)  # capture 2, same stream: writer, setup and main into the template's own
+    capturing[0] = False
+    assert log == [("rows", own, True), ("setup", own, True)]
+    dispatch.clear_caches()
+    gg._WORKSPACES.clear()
+
+
 def test_cached_workspace_from_another_stream_waits_for_its_setup(monkeypatch):
     """A workspace cached by address is uploaded and set up on the stream that first met the
     addresses; a lookup from another stream (NVFP4_TABLE_WRITER=0's pointer_args on a second

@@ -655,9 +655,11 @@ def template_shape(config: KernelConfig, shapes) -> tuple[int, int, int]:
     shapes, so each template tensor is no larger than any group's.  The setup kernel replaces a
     template's address, sizes and strides, but the host encoder also sets a flag from a tensor's
     extent (byte 10 bit 5: set iff it spans >= 128 KiB, exp. 179) that tensormap.replace leaves
-    as the template had it.  NVIDIA's templates keep it clear (CUTLASS C++: one tile's sizes;
-    the DSL example: the smallest group's tensors); with group 0's sizes ours could carry it set
-    into a smaller group's descriptor."""
+    as the template had it.  With group 0's sizes a template could carry it set into a smaller
+    group's descriptor, where the host encoding clears it; with these a template has it set only
+    where every group's encoding does.  NVIDIA's templates are as small or smaller (the DSL
+    example: the smallest group's tensor per operand; CUTLASS C++: one tile's sizes, so the flag is
+    always clear there)."""
     mm, nn, k = zip(*mma_shapes(config, shapes))
     return min(mm), min(nn), min(k)
 
@@ -893,8 +895,13 @@ def writer_target(data, config: KernelConfig, stream, like=None):
     else:
         ws = _build_workspace(config, data, None)
     base = ws.buffer.data_ptr()
+    # (made inside a capture, its size rows are a copy recorded there, which lands only when that
+    # graph replays; every capture that writes this workspace -- a later capture of this stream's
+    # template for addresses no eager call bound -- records the copy again, so its graph does not
+    # depend on another graph having run: session 55's review)
+    before = (lambda: _copy_rows(ws)) if uploaded is not None else None
     return table_writer.Target(ws, base + WS_PTRS, MAX_GROUPS * NUM_DESC, _workspace_pairs(base),
-                               _packed_setup(config, ws, stream))
+                               _packed_setup(config, ws, stream), before)
 
 
 def _workspace_buffer(device):
@@ -916,8 +923,14 @@ def _workspace_like(base: Workspace) -> Workspace:
     src = base.rows_src or base
     buf = _workspace_buffer(src.buffer.device)
     stream_wait(src.ready, src.buffer)  # (src may be another stream's)
-    buf[WS_SHAPES:].copy_(src.buffer[WS_SHAPES:], non_blocking=True)
-    return Workspace(buf, _workspace_ptrs(buf.data_ptr()) + tuple(src.args[4:]), rows_src=src)
+    ws = Workspace(buf, _workspace_ptrs(buf.data_ptr()) + tuple(src.args[4:]), rows_src=src)
+    _copy_rows(ws)
+    return ws
+
+
+def _copy_rows(ws: Workspace) -> None:
+    """ws's shape and tile rows copied from its source's on the device (torch's current stream)."""
+    ws.buffer[WS_SHAPES:].copy_(ws.rows_src.buffer[WS_SHAPES:], non_blocking=True)
 
 
 def _workspace_pairs(base: int) -> tuple:
