@@ -387,14 +387,12 @@ def test_template_writes_rows_then_setup_then_main(monkeypatch):
     gg._WORKSPACES.clear()
 
 
-def test_template_made_inside_a_capture_after_eager_calls(monkeypatch):
-    """torch.cuda.graph captures on a stream of its own, so a caller that warms up eagerly and
-    then captures meets a stream with no template: the template is made inside the capture.  No
-    host upload may run there (`refuse_in_capture`), so its own workspace takes its size rows
-    from this input's eagerly uploaded workspace by a device copy (session 54's review: it
-    uploaded and so refused every such capture on sm_100a).  A later eager address set on that
-    stream copies its rows from the uploaded workspace too, not from the template's, whose
-    captured copy lands only at replay."""
+def _capture_env(monkeypatch, packed_setup=None):
+    """Stand-ins for the dispatcher's sm_100a grouped path on CPU data with captures: host uploads
+    refused while `capturing[0]` (as on a CUDA device), no setup or writer launches (or
+    `packed_setup`'s), the current stream `handle[0]`.  Returns (handle, capturing, uploads, cfg,
+    g, moved): the stream and capture switches, the upload log, the config, and a 2-group input
+    and a copy of it at new addresses.  Every dispatcher cache starts empty."""
     import types
 
     import reference as R
@@ -412,7 +410,7 @@ def test_template_made_inside_a_capture_after_eager_calls(monkeypatch):
     monkeypatch.setattr(gg, "_build_workspace", build)
     monkeypatch.setattr(gg, "in_capture", lambda: capturing[0])
     monkeypatch.setattr(gg, "_launch_setup", lambda c, ws, st: None)
-    monkeypatch.setattr(gg, "_packed_setup", lambda c, ws, st: lambda: None)
+    monkeypatch.setattr(gg, "_packed_setup", packed_setup or (lambda c, ws, st: lambda: None))
     monkeypatch.setattr(table_writer, "compiled", lambda arch, runnable, n, total=None: lambda dst, entries, stream: None)
     monkeypatch.setattr(dispatch, "TABLE_WRITER", True)
     monkeypatch.setattr(dispatch, "GRAPHS", False)
@@ -425,9 +423,23 @@ def test_template_made_inside_a_capture_after_eager_calls(monkeypatch):
     monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device, dynamic_m=None: (
         "sm_100a", cfg, types.SimpleNamespace(fn=lambda *a: None, arch="sm_100a", runnable=False), gg))
     dispatch.clear_caches()
-    gg._WORKSPACES.clear()
+    monkeypatch.setattr(gg, "_WORKSPACES", type(gg._WORKSPACES)())
     g = R.generate_input([40, 72], [256, 256], [256, 256], 2, 1, device="cpu")
-    other = ([tuple(t.clone() for t in grp) for grp in g[0]], g[1], [tuple(t.clone() for t in grp) for grp in g[2]], g[3])
+    moved = ([tuple(t.clone() for t in grp) for grp in g[0]], g[1], [tuple(t.clone() for t in grp) for grp in g[2]], g[3])
+    return handle, capturing, uploads, cfg, g, moved
+
+
+def test_template_made_inside_a_capture_after_eager_calls(monkeypatch):
+    """torch.cuda.graph captures on a stream of its own, so a caller that warms up eagerly and
+    then captures meets a stream with no template: the template is made inside the capture.  No
+    host upload may run there (`refuse_in_capture`), so its own workspace takes its size rows
+    from this input's eagerly uploaded workspace by a device copy (session 54's review: it
+    uploaded and so refused every such capture on sm_100a).  A later eager address set on that
+    stream copies its rows from the uploaded workspace too, not from the template's, whose
+    captured copy lands only at replay."""
+    from nvfp4gemm import dispatch
+
+    handle, capturing, uploads, cfg, g, other = _capture_env(monkeypatch)
     dispatch.custom_kernel(g)  # eager, stream 5
     uploaded = gg._WORKSPACES[gg.cache_key(cfg, g)]
     handle[0], capturing[0] = 9, True  # with torch.cuda.graph(...): custom_kernel(g)
@@ -442,7 +454,6 @@ def test_template_made_inside_a_capture_after_eager_calls(monkeypatch):
     for ws in (own, ws_o):
         assert torch.equal(ws.buffer[gg.WS_SHAPES:], uploaded.buffer[gg.WS_SHAPES:])
     dispatch.clear_caches()
-    gg._WORKSPACES.clear()
 
 
 def test_second_capture_copies_the_size_rows_it_reads(monkeypatch):
@@ -452,18 +463,10 @@ def test_second_capture_copies_the_size_rows_it_reads(monkeypatch):
     then setup): its graph must record the rows copy again before the setup, or replaying it
     before the first graph ever ran builds descriptors from uninitialised rows (session 55's
     review)."""
-    import types
+    from nvfp4gemm import dispatch
 
-    import reference as R
-    from nvfp4gemm import dispatch, table_writer
-
-    handle, capturing, log = [5], [False], []
-    real_build, real_copy = gg._build_workspace, gg._copy_rows
-
-    def build(config, data, key):  # (as on a CUDA device: refused inside a capture)
-        if capturing[0]:
-            raise RuntimeError("upload inside a capture")
-        return real_build(config, data, key)
+    log = []
+    real_copy = gg._copy_rows
 
     def copy_rows(ws):
         log.append(("rows", ws.buffer.data_ptr(), capturing[0]))
@@ -472,26 +475,8 @@ def test_second_capture_copies_the_size_rows_it_reads(monkeypatch):
     def packed_setup(config, ws, stream):
         return lambda: log.append(("setup", ws.buffer.data_ptr(), capturing[0]))
 
-    monkeypatch.setattr(gg, "_build_workspace", build)
+    handle, capturing, _uploads, _cfg, g, fresh = _capture_env(monkeypatch, packed_setup)
     monkeypatch.setattr(gg, "_copy_rows", copy_rows)
-    monkeypatch.setattr(gg, "in_capture", lambda: capturing[0])
-    monkeypatch.setattr(gg, "_launch_setup", lambda c, ws, st: None)
-    monkeypatch.setattr(gg, "_packed_setup", packed_setup)
-    monkeypatch.setattr(table_writer, "compiled", lambda arch, runnable, n, total=None: lambda dst, entries, stream: None)
-    monkeypatch.setattr(dispatch, "TABLE_WRITER", True)
-    monkeypatch.setattr(dispatch, "GRAPHS", False)
-    monkeypatch.setattr(dispatch, "_PINNED", {})
-    monkeypatch.setattr(dispatch, "validate_device", lambda used: torch.device("cpu"))
-    monkeypatch.setattr(dispatch, "_stream_handle", lambda device: handle[0])
-    monkeypatch.setattr(dispatch, "_capturing", lambda: capturing[0])
-    shapes = ((40, 256, 256), (72, 256, 256))
-    cfg = configs.select_config("group", "sm_100a", shapes)
-    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device, dynamic_m=None: (
-        "sm_100a", cfg, types.SimpleNamespace(fn=lambda *a: None, arch="sm_100a", runnable=False), gg))
-    dispatch.clear_caches()
-    gg._WORKSPACES.clear()
-    g = R.generate_input([40, 72], [256, 256], [256, 256], 2, 1, device="cpu")
-    fresh = ([tuple(t.clone() for t in grp) for grp in g[0]], g[1], [tuple(t.clone() for t in grp) for grp in g[2]], g[3])
     dispatch.custom_kernel(g)  # eager warm-up on stream 5
     handle[0], capturing[0] = 9, True
     dispatch.custom_kernel(g)  # capture 1 (g is bound: no writer in it)
@@ -502,7 +487,6 @@ def test_second_capture_copies_the_size_rows_it_reads(monkeypatch):
     capturing[0] = False
     assert log == [("rows", own, True), ("setup", own, True)]
     dispatch.clear_caches()
-    gg._WORKSPACES.clear()
 
 
 def test_cached_workspace_from_another_stream_waits_for_its_setup(monkeypatch):

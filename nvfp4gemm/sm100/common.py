@@ -436,6 +436,26 @@ class Sm100BlockScaledKernel:
                 + self.num_sfa_tmem_cols + self.NUM_SFB * self.num_sfb_tmem_cols)
         return used, tmem_alloc_columns(used, self.cfg)
 
+    def _load_atoms(self, mA, mBs, mSFA, mSFBs):
+        """TMA load atoms of one GEMM's operands, each an (atom, TMA tensor): A's, one per B tensor
+        (the dual's B1 and B2, the grouped kernel's B), SFA's, one per SFB tensor; built in that
+        order, on the host (their descriptors are encoded from these tensors).  Sets
+        `num_tma_load_bytes`, what all of them land in shared memory per stage."""
+        tiled_mma = self.tiled_mma
+        a_op, b_op, sfb_op = tma_load_ops(self.cluster_shape_mn, tiled_mma)
+        make_a, make_b = cute.nvgpu.make_tiled_tma_atom_A, cute.nvgpu.make_tiled_tma_atom_B
+        vmnk, sfb_vmnk = self.cluster_layout_vmnk, self.cluster_layout_sfb_vmnk
+        a = tma_load_atom(make_a, a_op, mA, self.a_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk)
+        bs = [tma_load_atom(make_b, b_op, mB, self.b_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk)
+              for mB in mBs]
+        sfa = tma_load_atom(make_a, a_op, mSFA, self.sfa_smem_layout_staged, self.mma_tiler, tiled_mma,
+                            vmnk, internal_type=cutlass.Int16)
+        sfbs = [tma_load_atom(make_b, sfb_op, mSFB, self.sfb_smem_layout_staged, self.mma_tiler_sfb,
+                              self.tiled_mma_sfb, sfb_vmnk, internal_type=cutlass.Int16) for mSFB in mSFBs]
+        stage_bytes = sum(nbytes for _atom, _tensor, nbytes in (a, *bs, sfa, *sfbs))
+        self.num_tma_load_bytes = tma_tx_bytes(stage_bytes, tiled_mma, self._expected_tx_bytes())
+        return a[:2], [b[:2] for b in bs], sfa[:2], [f[:2] for f in sfbs]
+
 
 # ---------------------------------------------------------------- MMA warp: TMEM and scale factors
 

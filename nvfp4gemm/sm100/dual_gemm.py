@@ -134,30 +134,11 @@ class Sm100DualGemmKernel(common.Sm100BlockScaledKernel):
         mSFB2 = cute.make_tensor(
             sfb2_ptr, blockscaled_utils.tile_atom_to_shape_SF(mB2.shape, SF_VEC))
 
+        # TMA loads of A, B1, B2, SFA, SFB1, SFB2 (and `num_tma_load_bytes`, what they land per stage)
+        (tma_atom_a, tma_a), ((tma_atom_b1, tma_b1), (tma_atom_b2, tma_b2)), (tma_atom_sfa, tma_sfa), \
+            ((tma_atom_sfb1, tma_sfb1), (tma_atom_sfb2, tma_sfb2)) = self._load_atoms(
+                mA, [mB1, mB2], mSFA, [mSFB1, mSFB2])
         tiled_mma = self.tiled_mma
-        a_op, b_op, sfb_op = common.tma_load_ops(self.cluster_shape_mn, tiled_mma)
-        make_a, make_b = cute.nvgpu.make_tiled_tma_atom_A, cute.nvgpu.make_tiled_tma_atom_B
-        vmnk, sfb_vmnk = self.cluster_layout_vmnk, self.cluster_layout_sfb_vmnk
-        tma_atom_a, tma_a, a_bytes = common.tma_load_atom(
-            make_a, a_op, mA, self.a_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk)
-        tma_atom_b1, tma_b1, b1_bytes = common.tma_load_atom(
-            make_b, b_op, mB1, self.b_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk)
-        tma_atom_b2, tma_b2, b2_bytes = common.tma_load_atom(
-            make_b, b_op, mB2, self.b_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk)
-        tma_atom_sfa, tma_sfa, sfa_bytes = common.tma_load_atom(
-            make_a, a_op, mSFA, self.sfa_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk,
-            internal_type=cutlass.Int16)
-        tma_atom_sfb1, tma_sfb1, sfb1_bytes = common.tma_load_atom(
-            make_b, sfb_op, mSFB1, self.sfb_smem_layout_staged, self.mma_tiler_sfb,
-            self.tiled_mma_sfb, sfb_vmnk, internal_type=cutlass.Int16)
-        tma_atom_sfb2, tma_sfb2, sfb2_bytes = common.tma_load_atom(
-            make_b, sfb_op, mSFB2, self.sfb_smem_layout_staged, self.mma_tiler_sfb,
-            self.tiled_mma_sfb, sfb_vmnk, internal_type=cutlass.Int16)
-
-        # Transaction bytes per stage: what the six TMA copies land in shared memory.
-        stage_bytes = a_bytes + b1_bytes + b2_bytes + sfa_bytes + sfb1_bytes + sfb2_bytes
-        self.num_tma_load_bytes = common.tma_tx_bytes(
-            stage_bytes, tiled_mma, self._expected_tx_bytes())
 
         tma_atom_c, tma_c = common.make_c_store_atom(mC, self.c_smem_layout_staged, self.epi_tile)
 

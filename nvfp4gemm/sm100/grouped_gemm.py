@@ -196,25 +196,8 @@ class Sm100GroupedGemmKernel(common.Sm100BlockScaledKernel):
         """((TMA atom, its TMA tensor), ...) of one group's tensors in `Desc` order: the A, B,
         SFA, SFB loads and the C store (host side: their descriptors are encoded from these
         tensors).  Sets `num_tma_load_bytes`, what the four loads land per stage."""
-        tiled_mma = self.tiled_mma
-        a_op, b_op, sfb_op = common.tma_load_ops(self.cluster_shape_mn, tiled_mma)
-        make_a, make_b = cute.nvgpu.make_tiled_tma_atom_A, cute.nvgpu.make_tiled_tma_atom_B
-        vmnk, sfb_vmnk = self.cluster_layout_vmnk, self.cluster_layout_sfb_vmnk
-        tma_atom_a, tma_a, a_bytes = common.tma_load_atom(
-            make_a, a_op, mA, self.a_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk)
-        tma_atom_b, tma_b, b_bytes = common.tma_load_atom(
-            make_b, b_op, mB, self.b_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk)
-        tma_atom_sfa, tma_sfa, sfa_bytes = common.tma_load_atom(
-            make_a, a_op, mSFA, self.sfa_smem_layout_staged, self.mma_tiler, tiled_mma, vmnk,
-            internal_type=cutlass.Int16)
-        tma_atom_sfb, tma_sfb, sfb_bytes = common.tma_load_atom(
-            make_b, sfb_op, mSFB, self.sfb_smem_layout_staged, self.mma_tiler_sfb,
-            self.tiled_mma_sfb, sfb_vmnk, internal_type=cutlass.Int16)
-        self.num_tma_load_bytes = common.tma_tx_bytes(
-            a_bytes + b_bytes + sfa_bytes + sfb_bytes, tiled_mma, self._expected_tx_bytes())
-        return ((tma_atom_a, tma_a), (tma_atom_b, tma_b), (tma_atom_sfa, tma_sfa),
-                (tma_atom_sfb, tma_sfb),
-                common.make_c_store_atom(mC, self.c_smem_layout_staged, self.epi_tile))
+        a, (b,), sfa, (sfb,) = self._load_atoms(mA, [mB], mSFA, [mSFB])
+        return a, b, sfa, sfb, common.make_c_store_atom(mC, self.c_smem_layout_staged, self.epi_tile)
 
     # ------------------------------------------------------------------ host entry
 
