@@ -217,9 +217,9 @@ class Sm100GroupedGemmKernel(common.Sm100BlockScaledKernel):
         stream: cuda.CUstream,
     ):
         """desc_ptr..offsets_ptr: the workspace (see WS_*); tmpl_*: the MMA-coordinate sizes of
-        the TMA template descriptors (`template_shape`: no larger than any group's); num_groups: setup grid; num_tiles:
-        MMA tiles of all groups; num_clusters: persistent grid.  Launches the setup kernel
-        (setup_only) or the GEMM."""
+        the TMA template descriptors (`template_shape`: no larger than any group's); num_groups:
+        setup grid; num_tiles: MMA tiles of all groups; num_clusters: persistent grid.  Launches
+        the setup kernel (setup_only) or the GEMM."""
         self._setup_attributes()
 
         # (MAX_GROUPS, NUM_DESC, 16) Int64: 128-byte TMA descriptors per group
