@@ -16,7 +16,14 @@ real addresses and sizes, encoded on the host, copied out unchanged by a one-war
 bytes mean the device-side replacement wrote every field the host encoding would.  One bit may
 differ by design (`EXTENT_FLAG_BYTE`): a flag of the tensor's extent that tensormap.replace
 leaves as the template had it; our templates are no larger than any group's tensors, so it is
-never set where the host encoding clears it.
+never set where the host encoding clears it.  Both sides build their tensors with
+`_problem_tensors`, so a wrong stride there would pass: only a B200 run can show that.
+
+`LaunchProbe` stands in for the main kernel (its arguments, its launch) and copies what it would
+read of each group into the group's C; with `sm100_grouped_dispatch` the dispatcher's whole
+sm_100a grouped path (templates, table writer, setup relaunch, CUDA graphs, side-stream chunks,
+captures) runs on this GPU with the probe in the main kernel's place
+(tests/test_gpu_kernels.py::test_sm100_grouped_launch_path_on_this_gpu).
 
     python3 tests/sm100_descriptor_check.py      (a GPU of sm_90 or later; prints every mismatch)
 """
