@@ -20,7 +20,7 @@ never set where the host encoding clears it.  Both sides build their tensors wit
 `_problem_tensors`, so a wrong stride there would pass: only a B200 run can show that.
 
 `LaunchProbe` stands in for the main kernel (its arguments, its launch) and copies what it would
-read of each group into the group's C; with `sm100_grouped_dispatch` the dispatcher's whole
+read of each group into the group's C; with `sm100_dispatch` the dispatcher's whole
 sm_100a grouped path (templates, table writer, setup relaunch, CUDA graphs, side-stream chunks,
 captures) runs on this GPU with the probe in the main kernel's place
 (tests/test_gpu_kernels.py::test_sm100_grouped_launch_path_on_this_gpu).
@@ -229,10 +229,69 @@ def probe_mismatches(config, data) -> list[str]:
     return bad
 
 
-def sm100_grouped_dispatch(monkeypatch) -> None:
-    """Make the dispatcher take its sm_100a grouped path on this GPU (pytest `monkeypatch`, undone
-    after the test): grouped inputs plan for sm_100a, whose main launch is `LaunchProbe` and whose
-    setup and table writer are built for this GPU; every cache that would keep them is fresh."""
+class DualLaunchProbe:
+    """A stand-in for the sm_100a dual kernel, compiled with its arguments (`Sm100DualGemmKernel.
+    __call__`'s signature): one thread writes the launch's arguments -- the seven data addresses,
+    m, n, k, l and the cluster count -- as DUAL_PROBE_WORDS Int64 to the start of C.  Run through the
+    dispatcher in the kernel's place, it shows what each launch of the sm_100a dual path is handed
+    (templates' data slots, CUDA-graph replays, a caller's capture)."""
+
+    @cute.jit
+    def __call__(self, a_ptr: cute.Pointer, b1_ptr: cute.Pointer, b2_ptr: cute.Pointer,
+                 sfa_ptr: cute.Pointer, sfb1_ptr: cute.Pointer, sfb2_ptr: cute.Pointer,
+                 c_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32, k: cutlass.Int32,
+                 l: cutlass.Int32, max_active_clusters: cutlass.Int32, stream: cuda.CUstream):
+        self.probe_kernel(a_ptr, b1_ptr, b2_ptr, sfa_ptr, sfb1_ptr, sfb2_ptr, c_ptr, m, n, k, l,
+                          max_active_clusters).launch(grid=(1, 1, 1), block=[32, 1, 1], stream=stream)
+
+    @cute.kernel
+    def probe_kernel(self, a_ptr: cute.Pointer, b1_ptr: cute.Pointer, b2_ptr: cute.Pointer,
+                     sfa_ptr: cute.Pointer, sfb1_ptr: cute.Pointer, sfb2_ptr: cute.Pointer,
+                     c_ptr: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32, k: cutlass.Int32,
+                     l: cutlass.Int32, max_active_clusters: cutlass.Int32):
+        lane, _, _ = cute.arch.thread_idx()
+        # (DUAL_PROBE_WORDS,) Int64 at the start of C
+        out = cute.make_tensor(cute.make_ptr(cutlass.Int64, c_ptr.toint(), cute.AddressSpace.gmem,
+                                             assumed_align=16), cute.make_layout(DUAL_PROBE_WORDS))
+        if lane == 0:
+            words = (a_ptr.toint(), b1_ptr.toint(), b2_ptr.toint(), sfa_ptr.toint(), sfb1_ptr.toint(),
+                     sfb2_ptr.toint(), c_ptr.toint(), m, n, k, l, max_active_clusters)
+            for i in cutlass.range_constexpr(DUAL_PROBE_WORDS):
+                out[i] = cutlass.Int64(words[i])
+
+
+DUAL_PROBE_WORDS = 12
+
+
+def compile_dual_probe(config, arch: str, dump_dir: str | None = None):
+    """`DualLaunchProbe` compiled for `arch` with the sm_100a dual kernel's compile arguments."""
+    from nvfp4gemm.sm100 import dual_gemm
+
+    key = ("dual probe", config, arch, dump_dir)
+    if key not in _COMPILED:
+        _COMPILED[key] = cute.compile(DualLaunchProbe(), *dual_gemm.compile_args(config, 256, 256, 256, 1),
+                                      options=_options(arch, dump_dir))
+    return _COMPILED[key]
+
+
+def dual_probe_mismatches(config, data) -> list[str]:
+    """After a dispatcher call whose launch was `DualLaunchProbe`: C must start with the input's
+    data addresses (the permuted scales), its sizes and this GPU's cluster count."""
+    a, b1, b2, _sfa, _sfb1, _sfb2, sfa_p, sfb1_p, sfb2_p, c = data
+    torch.cuda.synchronize()
+    # (the first bytes at C's address, whatever its strides)
+    got = c.as_strided((DUAL_PROBE_WORDS * 4,), (1,)).view(torch.uint8).cpu().view(torch.int64).tolist()
+    m, k2, l = a.shape
+    clusters = gg.device_max_active_clusters(config, a.device.index or 0)
+    want = [t.data_ptr() for t in (a, b1, b2, sfa_p, sfb1_p, sfb2_p, c)] + [m, b1.shape[0], 2 * k2, l, clusters]
+    return [] if got == want else [f"launch arguments {got}, expected {want}"]
+
+
+def sm100_dispatch(monkeypatch) -> None:
+    """Make the dispatcher take its sm_100a paths on this GPU (pytest `monkeypatch`, undone after
+    the test): inputs plan for sm_100a; a grouped input's main launch is `LaunchProbe`, with the
+    setup and table writer built for this GPU, a dual input's is `DualLaunchProbe`; every cache
+    that would keep them is fresh."""
     import types
     from collections import OrderedDict
 
@@ -242,6 +301,11 @@ def sm100_grouped_dispatch(monkeypatch) -> None:
     real_compiled_for = dispatch.compiled_for
 
     def compiled_for(problem, plan_arch, cfg, shape):
+        if plan_arch == "sm_100a" and problem == "dual":
+            from nvfp4gemm.sm100 import dual_gemm
+
+            dual_gemm.Sm100DualGemmKernel.can_implement(cfg, *shape)
+            return dual_gemm, types.SimpleNamespace(fn=compile_dual_probe(cfg, arch), arch="sm_100a", runnable=True)
         if problem != "group" or plan_arch != "sm_100a":
             return real_compiled_for(problem, plan_arch, cfg, shape)
         gg.Sm100GroupedGemmKernel.can_implement(cfg, shape)

@@ -1664,14 +1664,14 @@ def test_sm100_setup_descriptors_match_host_encoding(cfg, shapes):
 
 
 @pytest.fixture
-def sm100_grouped_path(monkeypatch):
-    """The dispatcher's sm_100a grouped path on this GPU, its main launch a probe
-    (tests/sm100_descriptor_check.py: `sm100_grouped_dispatch`); every dispatcher cache cleared
-    after, so no later test meets a probe entry."""
+def sm100_path(monkeypatch):
+    """The dispatcher's sm_100a paths on this GPU, their main launches probes
+    (tests/sm100_descriptor_check.py: `sm100_dispatch`); every dispatcher cache cleared after, so
+    no later test meets a probe entry."""
     import sm100_descriptor_check
     from nvfp4gemm import dispatch
 
-    sm100_descriptor_check.sm100_grouped_dispatch(monkeypatch)
+    sm100_descriptor_check.sm100_dispatch(monkeypatch)
     try:
         yield sm100_descriptor_check
     finally:
@@ -1690,7 +1690,7 @@ def _moved(data):
             [tuple(t.clone() for t in grp) for grp in data[2]], data[3])
 
 
-def test_sm100_grouped_launch_path_on_this_gpu(sm100_grouped_path, monkeypatch):
+def test_sm100_grouped_launch_path_on_this_gpu(sm100_path, monkeypatch):
     """The dispatcher's sm_100a grouped launch path run on this GPU with a probe in the main
     kernel's place (its arguments, its launch): at every launch each group's C must start with the
     host encoding of that group's descriptors and its shape row.  Covers what only sm_100a uses --
@@ -1702,7 +1702,7 @@ def test_sm100_grouped_launch_path_on_this_gpu(sm100_grouped_path, monkeypatch):
     covers the launch's scalars and tile offsets; new workspaces start poisoned."""
     from nvfp4gemm import dispatch
 
-    check = sm100_grouped_path
+    check = sm100_path
 
     def call(data, what):
         for grp in data[0]:
@@ -1753,3 +1753,36 @@ def test_sm100_grouped_launch_path_on_this_gpu(sm100_grouped_path, monkeypatch):
     dispatch.clear_caches()
     for step, data in enumerate([x, y, x, y]):
         call(data, f"NVFP4_TABLE_WRITER=0, step {step}")
+
+
+def test_sm100_dual_launch_path_on_this_gpu(sm100_path):
+    """The dispatcher's sm_100a dual launch path on this GPU with a probe in the kernel's place
+    (`DualLaunchProbe`: it writes the launch's arguments to the start of C): every launch must be
+    handed the current input's addresses (the permuted scales among them), its sizes and the
+    cluster count -- through the launch template's data slots, a CUDA graph per address set (the
+    sm_100a default) and a caller's capture.  (Written in session 55 when the device time was
+    spent: it has not run on a GPU yet; run it on an H100 before trusting a failure of it.)"""
+    from nvfp4gemm import dispatch
+
+    check = sm100_path
+
+    def verify(data, what):
+        cfg = dispatch.configs_of(data)[0]
+        assert cfg.arch == "sm_100a"
+        assert check.dual_probe_mismatches(cfg, data) == [], what
+
+    x = R.generate_input(256, 3072, 4096, 1, _SEEDS[1], device="cuda")
+    y = tuple(t.clone() for t in x)
+    for step, data in enumerate([x, x, x, y, y, y, x, y, x]):
+        data[-1].fill_(float("nan"))
+        dispatch.custom_kernel(data)
+        verify(data, f"eager step {step}")
+    replayed = [rec for tpls in dispatch._TEMPLATES.values() for t in tpls.values()
+                for rec in t.graphs.values() if rec[1] is not None]
+    assert len(replayed) == 2, "a CUDA graph per address set"
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dispatch.custom_kernel(x)
+    x[-1].fill_(float("nan"))
+    graph.replay()
+    verify(x, "a caller's graph replayed")

@@ -51,3 +51,19 @@ def test_can_implement_rejects_wrong_config():
     cfg = configs.select_config("dual", "sm_90a", (256, 512, 256, 1))
     with pytest.raises(ValueError, match="sm_100a"):
         Sm100DualGemmKernel.can_implement(cfg, 256, 512, 256, 1)
+
+
+def test_launch_probe_compiles_for_both_archs():
+    """tests/sm100_descriptor_check.py's `DualLaunchProbe`, which stands in for this kernel in
+    tests/test_gpu_kernels.py::test_sm100_dual_launch_path_on_this_gpu (its arguments, its launch),
+    compiles for sm_90a (where that test runs on H100s) and sm_100a, with this kernel's compile
+    arguments; the first config of each cluster shape CI compiles."""
+    import sm100_descriptor_check as check
+
+    seen = set()
+    for cfg, _shape in CASES:
+        if cfg.cluster_mn in seen:
+            continue
+        seen.add(cfg.cluster_mn)
+        for arch in ("sm_90a", "sm_100a"):
+            check.compile_dual_probe(cfg, arch)

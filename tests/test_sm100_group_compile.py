@@ -86,7 +86,8 @@ def test_setup_function_writes_each_descriptor_once(cfg, tmp_path):
 def test_setup_function_built_for_sm90_is_the_sm100_one(cfg, tmp_path):
     """tests/sm100_descriptor_check.py runs the setup function on H100s (exp. 179): its sm_90a
     build (traced as sm_100a) must be the sm_100a code -- the same PTX but for `.target` -- and
-    the host-encoding dump it is compared with must compile for both archs."""
+    the host-encoding dump it is compared with, and the launch-path probe, must compile for both
+    archs."""
     import sm100_descriptor_check as check
 
     def ptx_of(build, d):
@@ -103,6 +104,7 @@ def test_setup_function_built_for_sm90_is_the_sm100_one(cfg, tmp_path):
     assert sm90 == sm100
     for arch in ("sm_90a", "sm_100a"):
         check.compile_dump(cfg, arch)
+        check.compile_probe(cfg, arch)  # (the launch-path probe: tests/test_gpu_kernels.py)
 
 
 def test_template_shape_is_no_larger_than_any_group():
