@@ -196,12 +196,8 @@ class LaunchProbe(gg.Sm100GroupedGemmKernel):
 
 def compile_probe(config, arch: str, dump_dir: str | None = None):
     """`LaunchProbe(config)` compiled for `arch`, with the main kernel's compile arguments."""
-    key = ("probe", config, arch, dump_dir)
-    if key not in _COMPILED:
-        with traced_as_sm100a():
-            _COMPILED[key] = cute.compile(LaunchProbe(config), *gg.compile_args(config, ((128, 1024, gg.K_BLOCK),)),
-                                          options=_options(arch, dump_dir))
-    return _COMPILED[key]
+    return _compiled("probe", config, arch, dump_dir, lambda: (
+        LaunchProbe(config), gg.compile_args(config, ((128, 1024, gg.K_BLOCK),))))
 
 
 def probe_mismatches(config, data) -> list[str]:
@@ -267,11 +263,8 @@ def compile_dual_probe(config, arch: str, dump_dir: str | None = None):
     """`DualLaunchProbe` compiled for `arch` with the sm_100a dual kernel's compile arguments."""
     from nvfp4gemm.sm100 import dual_gemm
 
-    key = ("dual probe", config, arch, dump_dir)
-    if key not in _COMPILED:
-        _COMPILED[key] = cute.compile(DualLaunchProbe(), *dual_gemm.compile_args(config, 256, 256, 256, 1),
-                                      options=_options(arch, dump_dir))
-    return _COMPILED[key]
+    return _compiled("dual probe", config, arch, dump_dir, lambda: (
+        DualLaunchProbe(), dual_gemm.compile_args(config, 256, 256, 256, 1)))
 
 
 def dual_probe_mismatches(config, data) -> list[str]:
@@ -339,29 +332,31 @@ def _options(arch: str, dump_dir: str | None) -> str:
 _COMPILED: dict = {}
 
 
-def compile_setup(config, arch: str, dump_dir: str | None = None):
-    """The setup-only function of `config` compiled for `arch` (sm_90a: traced as sm_100a)."""
-    key = ("setup", config, arch, dump_dir)
+def _compiled(kind: str, config, arch: str, dump_dir, build):
+    """`build()`'s (kernel, compile arguments) compiled for `arch` under `traced_as_sm100a`, once
+    per (kind, config, arch, dump_dir)."""
+    key = (kind, config, arch, dump_dir)
     if key not in _COMPILED:
         with traced_as_sm100a():
-            _COMPILED[key] = cute.compile(gg.Sm100GroupedGemmKernel(config, setup_only=True),
-                                          *gg.compile_args(config, ((128, 1024, gg.K_BLOCK),)),
-                                          options=_options(arch, dump_dir))
+            kernel, args = build()
+            _COMPILED[key] = cute.compile(kernel, *args, options=_options(arch, dump_dir))
     return _COMPILED[key]
+
+
+def compile_setup(config, arch: str, dump_dir: str | None = None):
+    """The setup-only function of `config` compiled for `arch` (sm_90a: traced as sm_100a)."""
+    return _compiled("setup", config, arch, dump_dir, lambda: (
+        gg.Sm100GroupedGemmKernel(config, setup_only=True), gg.compile_args(config, ((128, 1024, gg.K_BLOCK),))))
 
 
 def compile_dump(config, arch: str, dump_dir: str | None = None):
     """`TemplateDump(config)` compiled for `arch` (any group: addresses and sizes are run time)."""
     from cutlass.cute.runtime import make_fake_stream, make_ptr
 
-    key = ("dump", config, arch, dump_dir)
-    if key not in _COMPILED:
-        args = (make_ptr(cutlass.Int64, 1 << 20, cute.AddressSpace.gmem, assumed_align=128),
-                *(cutlass.Int64(1 << 21) for _ in range(gg.NUM_DESC)),
-                cutlass.Int32(128), cutlass.Int32(1024), cutlass.Int32(gg.K_BLOCK), make_fake_stream())
-        with traced_as_sm100a():
-            _COMPILED[key] = cute.compile(TemplateDump(config), *args, options=_options(arch, dump_dir))
-    return _COMPILED[key]
+    return _compiled("dump", config, arch, dump_dir, lambda: (TemplateDump(config), (
+        make_ptr(cutlass.Int64, 1 << 20, cute.AddressSpace.gmem, assumed_align=128),
+        *(cutlass.Int64(1 << 21) for _ in range(gg.NUM_DESC)),
+        cutlass.Int32(128), cutlass.Int32(1024), cutlass.Int32(gg.K_BLOCK), make_fake_stream())))
 
 
 def _shapes(data) -> list[tuple[int, int, int]]:

@@ -456,6 +456,24 @@ class Sm100BlockScaledKernel:
         self.num_tma_load_bytes = tma_tx_bytes(stage_bytes, tiled_mma, self._expected_tx_bytes())
         return a[:2], [b[:2] for b in bs], sfa[:2], [f[:2] for f in sfbs]
 
+    def _load_partitions(self, thr_mma, thr_mma_sfb, cluster_layouts, cta_coords, a, bs, sfa, sfbs):
+        """This CTA's TMA load partitions of one GEMM's operands, each (smem ((atom_v, rest_v),
+        STAGE), gmem ((atom_v, rest_v), RestM|N, RestK, RestL)): A's, one per B, SFA's, one per SFB.
+        a, sfa and each of bs, sfbs: (TMA atom, global tensor, shared tensor).  cluster_layouts:
+        (vmnk, sfb vmnk); cta_coords: this CTA's coordinates in them (`multicast_places`)."""
+        # (MMA, MMA_M|N, MMA_K, RestM|N, RestK, RestL) per operand; SFB's N rounded to 128
+        tCgA = gmem_partition_a(thr_mma, a[1], self.mma_tiler)
+        tCgBs = [gmem_partition_b(thr_mma, b[1], self.mma_tiler) for b in bs]
+        tCgSFA = gmem_partition_a(thr_mma, sfa[1], self.mma_tiler)
+        tCgSFBs = [gmem_partition_b(thr_mma_sfb, f[1], self.mma_tiler_sfb) for f in sfbs]
+        # Multicast: this CTA's place among the CTAs that share its A (cluster row), B or SFB
+        # (with the 2-CTA MMA, SFB's box is split over the pair).
+        a_place, b_place, sfb_place = multicast_places(*cluster_layouts, *cta_coords)
+        return (tma_partition(a[0], *a_place, a[2], tCgA),
+                [tma_partition(b[0], *b_place, b[2], g) for b, g in zip(bs, tCgBs)],
+                tma_partition_sf(sfa[0], *a_place, sfa[2], tCgSFA),
+                [tma_partition_sf(f[0], *sfb_place, f[2], g) for f, g in zip(sfbs, tCgSFBs)])
+
 
 # ---------------------------------------------------------------- MMA warp: TMEM and scale factors
 

@@ -301,24 +301,13 @@ class Sm100DualGemmKernel(common.Sm100BlockScaledKernel):
 
         thr_mma = tiled_mma.get_slice(mma_tile_coord_v)
         thr_mma_sfb = tiled_mma_sfb.get_slice(mma_tile_coord_v)
-        # (MMA, MMA_M|N, MMA_K, RestM|N, RestK, RestL) per operand; SFB's N rounded to 128
-        tCgA = common.gmem_partition_a(thr_mma, mA_mkl, self.mma_tiler)
-        tCgB1 = common.gmem_partition_b(thr_mma, mB1_nkl, self.mma_tiler)
-        tCgB2 = common.gmem_partition_b(thr_mma, mB2_nkl, self.mma_tiler)
-        tCgSFA = common.gmem_partition_a(thr_mma, mSFA_mkl, self.mma_tiler)
-        tCgSFB1 = common.gmem_partition_b(thr_mma_sfb, mSFB1_nkl, self.mma_tiler_sfb)
-        tCgSFB2 = common.gmem_partition_b(thr_mma_sfb, mSFB2_nkl, self.mma_tiler_sfb)
-
-        # Multicast: this CTA's place among the CTAs that share its A (cluster row), B or SFB.
-        a_place, b_place, sfb_place = common.multicast_places(
-            cluster_layout_vmnk, cluster_layout_sfb_vmnk, cta_coord_vmnk, cta_coord_sfb_vmnk)
-        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestM|N, RestK, RestL)
-        tAsA, tAgA = common.tma_partition(tma_atom_a, *a_place, sA, tCgA)
-        tBsB1, tBgB1 = common.tma_partition(tma_atom_b1, *b_place, sB1, tCgB1)
-        tBsB2, tBgB2 = common.tma_partition(tma_atom_b2, *b_place, sB2, tCgB2)
-        tAsSFA, tAgSFA = common.tma_partition_sf(tma_atom_sfa, *a_place, sSFA, tCgSFA)
-        tBsSFB1, tBgSFB1 = common.tma_partition_sf(tma_atom_sfb1, *sfb_place, sSFB1, tCgSFB1)
-        tBsSFB2, tBgSFB2 = common.tma_partition_sf(tma_atom_sfb2, *sfb_place, sSFB2, tCgSFB2)
+        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestM|N, RestK, RestL) per operand
+        (tAsA, tAgA), ((tBsB1, tBgB1), (tBsB2, tBgB2)), (tAsSFA, tAgSFA), \
+            ((tBsSFB1, tBgSFB1), (tBsSFB2, tBgSFB2)) = self._load_partitions(
+                thr_mma, thr_mma_sfb, (cluster_layout_vmnk, cluster_layout_sfb_vmnk),
+                (cta_coord_vmnk, cta_coord_sfb_vmnk), (tma_atom_a, mA_mkl, sA),
+                [(tma_atom_b1, mB1_nkl, sB1), (tma_atom_b2, mB2_nkl, sB2)], (tma_atom_sfa, mSFA_mkl, sSFA),
+                [(tma_atom_sfb1, mSFB1_nkl, sSFB1), (tma_atom_sfb2, mSFB2_nkl, sSFB2)])
 
         # Static persistent schedule over cluster tiles; this CTA's place in its cluster.
         bidx, bidy, bidz = cute.arch.block_idx()

@@ -426,21 +426,12 @@ class Sm100GroupedGemmKernel(common.Sm100BlockScaledKernel):
 
         thr_mma = tiled_mma.get_slice(mma_tile_coord_v)
         thr_mma_sfb = tiled_mma_sfb.get_slice(mma_tile_coord_v)
-        # (MMA, MMA_M|N, MMA_K, RestM|N, RestK, RestL) per operand; SFB's N rounded to 128
-        tCgA = common.gmem_partition_a(thr_mma, mA_mkl, self.mma_tiler)
-        tCgB = common.gmem_partition_b(thr_mma, mB_nkl, self.mma_tiler)
-        tCgSFA = common.gmem_partition_a(thr_mma, mSFA_mkl, self.mma_tiler)
-        tCgSFB = common.gmem_partition_b(thr_mma_sfb, mSFB_nkl, self.mma_tiler_sfb)
-
-        # This CTA's share of each box: the cluster is the MMA pair, so A, B and SFA are one
-        # CTA's each, but SFB's box is split over the pair (`common.multicast_places`).
-        a_place, b_place, sfb_place = common.multicast_places(
-            cluster_layout_vmnk, cluster_layout_sfb_vmnk, coord_vmnk, coord_sfb_vmnk)
-        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestM|N, RestK, RestL)
-        tAsA, tAgA = common.tma_partition(tma_atom_a, *a_place, sA, tCgA)
-        tBsB, tBgB = common.tma_partition(tma_atom_b, *b_place, sB, tCgB)
-        tAsSFA, tAgSFA = common.tma_partition_sf(tma_atom_sfa, *a_place, sSFA, tCgSFA)
-        tBsSFB, tBgSFB = common.tma_partition_sf(tma_atom_sfb, *sfb_place, sSFB, tCgSFB)
+        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestM|N, RestK, RestL) per operand; the
+        # cluster is the MMA pair, so A, B and SFA are one CTA's each, SFB's box split over the pair
+        (tAsA, tAgA), ((tBsB, tBgB),), (tAsSFA, tAgSFA), ((tBsSFB, tBgSFB),) = self._load_partitions(
+            thr_mma, thr_mma_sfb, (cluster_layout_vmnk, cluster_layout_sfb_vmnk),
+            (coord_vmnk, coord_sfb_vmnk), (tma_atom_a, mA_mkl, sA), [(tma_atom_b, mB_nkl, sB)],
+            (tma_atom_sfa, mSFA_mkl, sSFA), [(tma_atom_sfb, mSFB_nkl, sSFB)])
 
         # (OFFSETS_USED,) tile prefix sums in registers (static indices only)
         offs = cute.make_rmem_tensor(cute.make_layout(OFFSETS_USED), cutlass.Int32)
