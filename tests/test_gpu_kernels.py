@@ -1760,8 +1760,7 @@ def test_sm100_dual_launch_path_on_this_gpu(sm100_path):
     (`DualLaunchProbe`: it writes the launch's arguments to the start of C): every launch must be
     handed the current input's addresses (the permuted scales among them), its sizes and the
     cluster count -- through the launch template's data slots, a CUDA graph per address set (the
-    sm_100a default) and a caller's capture.  (Written in session 55 when the device time was
-    spent: it has not run on a GPU yet; run it on an H100 before trusting a failure of it.)"""
+    sm_100a default) and a caller's capture.  (First passed on an H200 in session 56.)"""
     from nvfp4gemm import dispatch
 
     check = sm100_path

@@ -24,9 +24,10 @@ Steps (each writes DIR/<step>.log; DIR/summary.json holds what they found):
 Timing runs only for a problem whose tests all passed: a number from a wrong kernel is no number.
 
 --quick limits step 2 to the leaderboard's test and benchmark shapes of both problems
-(`test_dual`, `test_grouped`), the single-file bundles and the two sm_100a grouped layer checks
-(the setup kernel's descriptors, the launch path with a probe kernel: both ran on an H200), for a
-first look in a few minutes.
+(`test_dual`, `test_grouped`), the single-file bundles and the three sm_100a layer checks
+(the grouped setup kernel's descriptors, the grouped and the dual launch paths with a probe
+kernel: all three ran on an H200), for a first look in a few minutes.  On a B200, a failure with
+those checks passing points at the main kernel.
 A failure that is not clearly one problem's (e.g. a table-writer test) holds back both timings.
 Exit code: 0 when every test passed, 1 when any failed, 2 without a CUDA GPU (nothing run).
 """
@@ -49,6 +50,7 @@ GPU_TESTS = ["tests/test_gpu_kernels.py", "tests/test_gpu_bundle.py"]
 # both passing here points at the main kernel)
 QUICK_TESTS = ["tests/test_gpu_kernels.py::test_sm100_setup_descriptors_match_host_encoding",
                "tests/test_gpu_kernels.py::test_sm100_grouped_launch_path_on_this_gpu",
+               "tests/test_gpu_kernels.py::test_sm100_dual_launch_path_on_this_gpu",
                "tests/test_gpu_kernels.py::test_dual", "tests/test_gpu_kernels.py::test_grouped", "tests/test_gpu_bundle.py"]
 # the layers a failure may live in, switched off one after another (README "What has run where")
 BISECT_STEPS = (("graphs_off", {"NVFP4_GRAPHS": "0"}),
