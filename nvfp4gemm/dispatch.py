@@ -835,8 +835,12 @@ def configs_of(data) -> list:
 
 
 def _chunk_inputs(data) -> tuple:
-    """(`configs.group_chunks`' [lo, hi) ranges, the grouped sub-input of each range)."""
+    """(`configs.group_chunks`' [lo, hi) ranges, the grouped sub-input of each range).  Raises
+    ValueError unless the four lists have one entry per group: the ranges come from the sizes,
+    so a longer tensor list would leave its extra groups out of every chunk, unwritten."""
     abc, sfs, sfs_p, sizes = data
+    if not len(abc) == len(sfs) == len(sfs_p) == len(sizes):
+        raise ValueError("one entry per group")  # (the caller re-raises validate_group's error)
     ranges = configs.group_chunks(len(sizes))
     return ranges, [(abc[lo:hi], sfs[lo:hi], sfs_p[lo:hi], sizes[lo:hi]) for lo, hi in ranges]
 

@@ -1132,6 +1132,28 @@ def test_more_groups_than_a_launch_run_in_chunks(monkeypatch):
     with pytest.raises(InputError, match="group 20"):
         dispatch.custom_kernel(bad_sizes)
     assert calls["launch"] == 15
+    # more groups' tensors than sizes: the chunks come from the sizes, so the extra groups would
+    # be returned unwritten (session 56's review); refused, as with <= GROUPS_PER_LAUNCH groups
+    extra = (list(d[0]), list(d[1]), list(d[2]), list(d[3][:-2]))
+    with pytest.raises(InputError, match="one entry per group"):
+        dispatch.custom_kernel(extra)
+    # a remembered chunked input changed in place: sizes (one size row itself, in place) or one
+    # more group appended -- the full path, which refuses them
+    sizes = [list(x) for x in d[3]]
+    live = (list(d[0]), list(d[1]), list(d[2]), sizes)
+    dispatch.custom_kernel(live)
+    dispatch.custom_kernel(live)
+    assert calls["launch"] == 21
+    sizes[20][2] = 512  # (group 20's K; its tensors have 256)
+    with pytest.raises(InputError, match="group 20"):
+        dispatch.custom_kernel(live)
+    sizes[20][2] = 256
+    dispatch.custom_kernel(live)
+    for part in live[:3]:
+        part.append(part[0])
+    with pytest.raises(InputError, match="one entry per group"):
+        dispatch.custom_kernel(live)
+    assert calls["launch"] == 24
 
 
 def test_configs_of_reports_each_launch(monkeypatch):
