@@ -1241,9 +1241,18 @@ def test_side_by_side_chunks_fork_and_join(monkeypatch):
 
     def runtime_args(d, cfg, stream, keep=None):
         log.append(("launch", current[-1].name, int(stream), d[3][0][0]))
-        return ()
+        return (tuple(tuple(x[:3]) for x in d[3]),)
 
-    _cpu_dispatcher(monkeypatch, "validate_group", calls, lambda *a: None, types.SimpleNamespace(runtime_args=runtime_args))
+    def compiled_for(shape):
+        # (each chunk launched by its own entry: the stand-in compiled function knows its shape)
+        def fn(launched_shape):
+            assert launched_shape == tuple(map(tuple, shape)), "a chunk launched by another chunk's entry"
+        return types.SimpleNamespace(fn=fn)
+
+    mod = types.SimpleNamespace(runtime_args=runtime_args)
+    _cpu_dispatcher(monkeypatch, "validate_group", calls, None, mod)
+    monkeypatch.setattr(dispatch, "plan", lambda problem, shape, device, dynamic_m=None: (
+        "sm_90a", None, compiled_for(shape), mod))
     _side_chunks_env(monkeypatch, Stream, Event, current)
     g = 40
     ms = [i + 1 for i in range(g)]  # (each chunk's first M_g names it in the log)
