@@ -1074,3 +1074,30 @@ def test_masked_pick():
     assert picks(((64, 192, 2048), (32, 192, 2048))) == ()
     with pytest.raises(ValueError, match="expected_m has 2 values for 8 groups"):
         picks(caps, [1, 2])
+
+def test_sm90_grouped_launch_tables_sizes(monkeypatch):
+    """The stored-decode grouped kernel's host tables (CPU): the tile prefix sums are padded past
+    the last group with a value above the total tile count (the kernel's group search must never
+    land in an unused group), and with a split-K plan the fp32 workspace holds each tail tile's
+    partial sums once per split, with one zeroed counter per tail tile."""
+    import torch
+
+    from nvfp4gemm.sm90 import grouped_gemm as gg
+
+    shapes = [(128, 4096, 1536), (384, 4096, 1536)]  # (the leaderboard's fourth grouped case)
+    cfg = configs.select_config("group", "sm_90a", tuple(shapes))
+    assert cfg.split_k
+    offs, total = gg.padded_tile_offsets(cfg, shapes)
+    assert offs[:len(shapes) + 1] == list(configs.grouped_tile_offsets(cfg, shapes)) and offs[len(shapes)] == total
+    assert len(offs) == gg.MAX_GROUPS + 1 and all(o > total for o in offs[len(shapes) + 1:])
+    monkeypatch.setattr(gg, "sm_count", lambda dev: 100)  # (fewer SMs than tiles: a split tail)
+    rows = [[0] * gg.META_FIELDS for _ in shapes]
+    k_blocks = shapes[0][2] // configs.K_BLOCK
+    meta, offs_t, ws, cnt, items, full, splits, ctas = gg.launch_tables(
+        cfg, torch.device("cpu"), rows, offs, total, k_blocks)
+    n_tail = total - full
+    assert (ctas, full, splits) == scheduler.split_plan(total, 100, k_blocks) and n_tail > 0 and splits > 1
+    assert ws.dtype == torch.float32 and ws.numel() >= n_tail * splits * cfg.mma_tile_mn[0] * cfg.mma_tile_mn[1]
+    assert cnt.numel() == n_tail and not cnt.any()
+    assert items == full + n_tail * splits
+    assert tuple(meta.shape) == (gg.MAX_GROUPS, gg.META_FIELDS) and offs_t.tolist() == offs
