@@ -190,12 +190,14 @@ def test_misaligned_tensor_with_known_signature(monkeypatch):
     monkeypatch.setattr(dispatch, "validate_device", _aligned_only)
     d = R.generate_input(128, 64, 256, 1, 1, device="cpu")
     dispatch.custom_kernel(d)
-    shifted = list(t.clone() for t in d)
-    c = shifted[9]
-    buf = torch.empty(c.numel() + 8, dtype=torch.float16)
-    shifted[9] = buf[1:1 + c.numel()].view(c.shape)  # same shape and strides, 2 bytes off
-    with pytest.raises(InputError, match="c must be 16-byte aligned"):
-        dispatch.custom_kernel(tuple(shifted))
+    for off in (1, 4):  # same shape and strides, 2 or 8 bytes off
+        shifted = list(t.clone() for t in d)
+        c = shifted[9]
+        buf = torch.empty(c.numel() + 8, dtype=torch.float16)
+        shifted[9] = buf.as_strided(c.shape, c.stride(), off)
+        with pytest.raises(InputError, match="c must be 16-byte aligned"):
+            dispatch.custom_kernel(tuple(shifted))
+        assert dispatch._signature(*dispatch._flatten(tuple(shifted))) == dispatch._signature(*dispatch._flatten(d))
     assert len(launches) == 1
 
 

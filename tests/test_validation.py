@@ -90,6 +90,52 @@ def test_grouped_errors():
     expect_error(g2, "N=100 must be a multiple of 64")
 
 
+def _row_padded(x, pad_bytes=16):
+    """x's values in a tensor of x's shape whose rows are `pad_bytes` longer than K/2 (a view)."""
+    m, kh, l = x.shape
+    buf = torch.empty(l, m, kh + pad_bytes, dtype=torch.uint8)
+    view = buf[:, :, :kh].permute(1, 2, 0)
+    view.copy_(x.view(torch.uint8))
+    return view.view(x.dtype)
+
+
+def _batch_gap(x):
+    """x's values with a gap between its batches (stride(2) larger than one batch)."""
+    raw = x.view(torch.uint8) if x.dtype == torch.float4_e2m1fn_x2 else x
+    m, n, l = raw.shape
+    view = torch.empty(l, m + 1, n, dtype=raw.dtype)[:, :m].permute(1, 2, 0)
+    view.copy_(raw)
+    return view.view(x.dtype)
+
+
+def test_layout_errors():
+    """Layouts the kernels cannot read, each named: a permuted scale tensor made contiguous, one
+    of another shape, an operand with padded rows, batches of an operand or of C with gaps."""
+    d = dual()
+    d[6] = d[6].contiguous()
+    expect_error(d, "sfa_perm", "permutation (3,4,1,5,2,0)")
+    d = dual()
+    d[8] = dual(n=256)[8]
+    expect_error(d, "sfb2_perm", "permuted shape")
+    d = dual()
+    d[0] = _row_padded(d[0])
+    expect_error(d, "a must be K-major")
+    d = dual()
+    d[2] = _row_padded(d[2])
+    expect_error(d, "b2 must be K-major")
+    d = dual(l=2)
+    d[1] = _batch_gap(d[1])
+    expect_error(d, "b1: batches must be contiguous")
+    d = dual(l=2)
+    d[-1] = _batch_gap(d[-1])
+    expect_error(d, "c must be row-major per batch")
+    g = R.generate_input([40, 128], [128, 256], [256, 512], 2, 1, device="cpu")
+    g[2][1] = (g[2][1][0], g[2][1][1].contiguous())
+    expect_error(g, "group 1: sfb_perm", "permutation")
+    g = R.generate_input([40, 128], [128, 256], [256, 384], 2, 1, device="cpu")
+    expect_error(g, "group 1: K=384 must be a multiple of 256")
+
+
 @pytest.mark.parametrize("bad", [(1, 2, 3, 4), ([1], [2], [3], [(1, 2, 3, 1)]), "abcd", 5])
 def test_malformed_input_structure(bad):
     """Inputs that are not even the leaderboard's nested tuples get an InputError naming the
