@@ -201,6 +201,22 @@ def test_misaligned_tensor_with_known_signature(monkeypatch):
     assert len(launches) == 1
 
 
+def test_templates_past_the_limit_are_dropped(monkeypatch):
+    """More streams than TEMPLATE_ENTRIES: the least recently used stream's template leaves the
+    LRU and its entry's own dict (which would otherwise keep it and its workspaces alive)."""
+    calls, launches, _ws = fake_env(monkeypatch)
+    monkeypatch.setattr(dispatch, "TEMPLATE_ENTRIES", 2)
+    handle = [0]
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=handle[0]))
+    d = R.generate_input(128, 64, 256, 1, 1, device="cpu")
+    for h in (11, 12, 11, 13):  # (12 is the least recently used when 13 comes)
+        handle[0] = h
+        dispatch.custom_kernel(d)
+    assert sorted(dispatch._RECENT["dual"].templates) == [11, 13]
+    assert sorted(h for _tid, h in dispatch._TEMPLATES) == [11, 13]
+    assert len(launches) == 4 and calls["validate"] == 1
+
+
 def test_known_signature_is_checked_by_its_guard(monkeypatch):
     """New tensors of the latest signature pass torch's C++ guard without the Python signature;
     the guard covers the tensors the kernel uses, so a used one of another dtype, shape or stride

@@ -1479,6 +1479,14 @@ def test_table_writer_kernel_alone():
     PackedLaunch(table_writer.compiled(arch, True, 32, table_writer.ENTRIES), (args[0], entries, args[2]))()
     torch.cuda.synchronize()
     assert table.tolist() == want[:32] + [0] * (table_writer.ENTRIES - 32)
+    # the sm_100a workspace's shape: 64 parameters, 80 rows, in a longer buffer whose rows past
+    # 80 (the next part of the workspace) must keep their values
+    entries, values = table_writer.entry_params(64)
+    values[:] = want[:64]
+    table.fill_(-1)
+    PackedLaunch(table_writer.compiled(arch, True, 64, 80), (args[0], entries, args[2]))()
+    torch.cuda.synchronize()
+    assert table.tolist() == want[:64] + [0] * 16 + [-1] * (table_writer.ENTRIES - 80)
 
 
 @pytest.fixture(params=[True, False], ids=["writer", "upload"])
