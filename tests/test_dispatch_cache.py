@@ -958,14 +958,31 @@ def test_new_m_of_a_device_scheduled_structure(monkeypatch):
     with pytest.raises(InputError, match="group 0: a must have shape"):
         dispatch.custom_kernel(bad)
     assert calls["validate"] == 2
+    # likewise c's rows, sfa_perm's row atoms (130 rows need 2) and b's rows (N_g is not free)
+    bad = R.generate_input([120, 90], [256, 256], [256, 256], 2, 3, device="cpu")
+    a, b, c = bad[0][0]
+    bad[0][0] = (a, b, c[:119])
+    with pytest.raises(InputError, match="group 0: c must have shape"):
+        dispatch.custom_kernel(bad)
+    bad = R.generate_input([130, 90], [256, 256], [256, 256], 2, 3, device="cpu")
+    sfa_p = bad[2][0][0]  # (one row atom of the two, its batch stride kept: only the atom count is wrong)
+    bad[2][0] = (sfa_p.as_strided((32, 4, 1) + tuple(sfa_p.shape[3:]), sfa_p.stride()), bad[2][0][1])
+    with pytest.raises(InputError, match="group 0: sfa_perm must have the permuted shape"):
+        dispatch.custom_kernel(bad)
+    bad = R.generate_input([120, 90], [256, 256], [256, 256], 2, 3, device="cpu")
+    a, b, c = bad[0][1]
+    bad[0][1] = (a, b[:128], c)
+    with pytest.raises(InputError, match="group 1: b must have shape"):
+        dispatch.custom_kernel(bad)
+    assert calls["validate"] == 5
     # more rows than the template's A16 buffer holds: a new template (runtime_args again)
     huge = R.generate_input([400, 400], [256, 256], [256, 256], 2, 4, device="cpu")
     dispatch.custom_kernel(huge)
-    assert calls["runtime_args"] == 2 and calls["validate"] == 2 and _template_of(huge) is not tpl
+    assert calls["runtime_args"] == 2 and calls["validate"] == 5 and _template_of(huge) is not tpl
     # NVFP4_DYNAMIC_M off: the signature path (a full validation)
     monkeypatch.setattr(configs, "DYNAMIC_M", False)
     dispatch.custom_kernel(R.generate_input([60, 50], [256, 256], [256, 256], 2, 5, device="cpu"))
-    assert calls["validate"] == 3
+    assert calls["validate"] == 6
 
 
 def _template_of(data):
