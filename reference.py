@@ -247,14 +247,16 @@ def ref_kernel(data):
 
 
 def compare(received: torch.Tensor, expected: torch.Tensor, rtol=RTOL, atol=ATOL, max_print=5) -> list[str]:
-    """Mismatch descriptions (empty when all close).  NaN or inf in `received` never passes."""
+    """Mismatch descriptions (empty when all close).  NaN or inf in `received` never passes, nor
+    does a non-finite `expected` (the inputs overflow fp16: the tolerance cannot judge it, and
+    |x - inf| > inf is False for every finite x)."""
     if tuple(received.shape) != tuple(expected.shape):
         return [f"shape mismatch: got {tuple(received.shape)}, expected {tuple(expected.shape)}"]
     if received.dtype != expected.dtype:
         return [f"dtype mismatch: got {received.dtype}, expected {expected.dtype}"]
     r = received.detach().to("cpu", torch.float32)
     e = expected.detach().to("cpu", torch.float32)
-    bad = ~torch.isfinite(r) | ((r - e).abs() > atol + rtol * e.abs())
+    bad = ~torch.isfinite(r) | ~torch.isfinite(e) | ((r - e).abs() > atol + rtol * e.abs())
     n_bad = int(bad.sum())
     if n_bad == 0:
         return []

@@ -114,6 +114,37 @@ def test_check_implementation_accepts_reference_and_rejects_errors():
     assert not R.check_implementation(g, outs)[0]
 
 
+def test_check_implementation_judges_every_element():
+    """An error anywhere fails: in the last group only, in the second batch only, below the
+    reference as well as above it; an output of another dtype or a missing group fails; the
+    tolerance is rtol = atol = 1e-3 (an error of 1.5x it fails, 0.5x passes); a reference that
+    overflowed fp16 fails whatever the output (session 56's review: any finite value passed)."""
+    g = R.generate_input([40, 72, 24], [64, 128, 64], [256, 256, 512], 3, 21, device="cpu")
+    for sign in (1, -1):
+        outs = R.ref_kernel(g)
+        outs[2][23, 63, 0] += sign * max(0.01, 0.01 * abs(outs[2][23, 63, 0].item()))
+        ok, msg = R.check_implementation(g, outs)
+        assert not ok and msg.startswith("group 2:") and "(23, 63, 0)" in msg
+    outs = R.ref_kernel(g)
+    assert not R.check_implementation(g, outs[:2])[0]
+    assert not R.check_implementation(g, [o.float() for o in outs])[0]
+    d = R.generate_input(128, 64, 256, 2, 22, device="cpu")
+    good = R.ref_kernel(d)
+    bad = good.clone()
+    bad[100, 50, 1] -= max(0.01, 0.01 * abs(bad[100, 50, 1].item()))
+    ok, msg = R.check_implementation(d, bad)
+    assert not ok and "(100, 50, 1)" in msg
+    assert not R.check_implementation(d, good.float())[0]
+    # the tolerance: a value whose fp16 neighbours bracket 0.5x and 1.5x of atol + rtol * |e|
+    e = torch.tensor([[[2.0]]], dtype=torch.float16)
+    tol = R.ATOL + R.RTOL * 2.0
+    assert (R.RTOL, R.ATOL) == (1e-3, 1e-3)
+    assert R.compare(e + 0.5 * tol, e) == [] and R.compare(e - 0.5 * tol, e) == []
+    assert R.compare(e + 1.5 * tol, e) and R.compare(e - 1.5 * tol, e)
+    for special in (float("inf"), float("-inf"), float("nan")):
+        assert R.compare(torch.zeros_like(e), torch.full_like(e, special)), special
+
+
 # ------------------------------------------------------------------- the wide test draw
 
 
