@@ -1101,3 +1101,37 @@ def test_sm90_grouped_launch_tables_sizes(monkeypatch):
     assert cnt.numel() == n_tail and not cnt.any()
     assert items == full + n_tail * splits
     assert tuple(meta.shape) == (gg.MAX_GROUPS, gg.META_FIELDS) and offs_t.tolist() == offs
+
+
+def test_grouped_tile_walk_helpers_on_python_ints(monkeypatch):
+    """The sm_100a grouped kernel's tile walk, run on Python ints (those kernels have never run):
+    `group_and_rank` agrees with a bisect over the tile offsets (empty groups included; entries
+    past the last group hold the total), `blocked_tile_range`'s shares cover [0, T) in order
+    and differ by at most one tile, and `linear_to_mnl` is a bijection onto M x N x L that walks
+    M first when asked."""
+    import bisect
+    import types
+
+    from nvfp4gemm.sm100.grouped_gemm import OFFSETS_USED  # (the kernel's offsets: this many, padded with the total)
+
+    monkeypatch.setattr(scheduler, "cutlass", types.SimpleNamespace(Int32=int, max=max))
+    for offs in ([0, 3, 3, 7, 12, 12, 20], [0, 0, 5], [0, 1], list(range(0, 17 * 4, 4))):
+        total = offs[-1]
+        padded = offs + [total] * (OFFSETS_USED - len(offs))
+        for idx in range(total):
+            want = bisect.bisect_right(padded, idx) - 1
+            assert scheduler.group_and_rank(idx, padded, OFFSETS_USED) == (want, idx - padded[want])
+    for clusters, tiles in ((4, 10), (7, 3), (148, 1000), (5, 5)):
+        shares = [scheduler.blocked_tile_range(c, clusters, tiles) for c in range(clusters)]
+        assert shares[0][0] == 0 and shares[-1][1] == tiles
+        assert all(a[1] == b[0] for a, b in zip(shares, shares[1:]))
+        sizes = [hi - lo for lo, hi in shares]
+        assert max(sizes) - min(sizes) <= 1
+    for tm, tn, l in ((3, 5, 2), (1, 4, 1), (6, 1, 3)):
+        for raster_m in (True, False):
+            coords = [scheduler.linear_to_mnl(i, tm, tn, raster_m) for i in range(tm * tn * l)]
+            assert sorted(coords) == [(m, n, b) for m in range(tm) for n in range(tn) for b in range(l)]
+            if raster_m and tm > 1:
+                assert coords[1] == (1, 0, 0)
+            if not raster_m and tn > 1:
+                assert coords[1] == (0, 1, 0)
