@@ -248,6 +248,27 @@ def _cpu_group_data(shapes):
     return abc, sfs, sfs_p, sizes
 
 
+def test_cache_key_covers_sizes_and_every_pointer():
+    """The descriptor cache's key changes with any problem size at the same addresses (M_g
+    prefix views of one buffer, as MoE callers make: their descriptors' dims differ) and with
+    any of the five pointers of any group."""
+    shapes = [(256, 512, 256), (128, 512, 256)]
+    cfg = configs.select_config("group", "sm_100a", shapes)
+    data = _cpu_group_data(shapes)
+    key = gg.cache_key(cfg, data)
+    assert gg.cache_key(cfg, data) == key
+    fewer = (data[0], data[1], data[2], [(200, 512, 256, 1), data[3][1]])
+    assert gg.cache_key(cfg, fewer) != key
+    for g in range(2):
+        for i in range(5):
+            moved = _cpu_group_data(shapes)
+            abc, sfs_p = [list(t) for t in data[0]], [list(t) for t in data[2]]
+            parts = abc[g] + sfs_p[g]
+            parts[i] = moved[0][g][i] if i < 3 else moved[2][g][i - 3]
+            abc[g], sfs_p[g] = parts[:3], parts[3:]
+            assert gg.cache_key(cfg, (abc, data[1], sfs_p, data[3])) != key, (g, i)
+
+
 def test_cache_outlives_dispatcher_replays():
     from nvfp4gemm.cache import MIN_ENTRIES
 
