@@ -405,6 +405,9 @@ def test_data_slots_match_runtime_args(monkeypatch, module, shape):
     owned = {t.data_ptr() for t in keep if isinstance(t, torch.Tensor)}
     for ai, v in addr.items():  # every other address is a workspace the template holds
         assert ai in slots or v in owned or v in data_addrs, f"argument {ai}: its buffer is not in keep"
+    if module == "sm100.dual_gemm":  # (its scalars: M, N, K, L, then the cluster count)
+        m, n, k, l = shape
+        assert [int(a) for a in args[7:12]] == [m, n, k, l, 66]
 
 
 def test_sm90_grouped_pointer_table_layout():
