@@ -26,6 +26,20 @@ except InputError as e:
     print("REJECTED:", e)
 else:
     raise SystemExit("bad input was accepted")
+# every kernel module the dispatcher may pick for this problem imports from the bundle, and the
+# leaderboard case's sm_100a kernel compiles from it (compile-only: no GPU here)
+import importlib
+from nvfp4gemm import harness
+problem = %(problem)r
+mods = {m for (p, _a), (m, _c) in harness.KERNELS.items() if p == problem}
+mods |= {m for (p, _a, _f), (m, _c) in harness.VARIANT_KERNELS.items() if p == problem}
+assert mods, "no kernel modules listed"
+for m in sorted(mods):
+    importlib.import_module(m)
+shape = configs.DUAL_BENCHMARKS[0] if problem == "dual" else configs.GROUP_BENCHMARKS[0]
+cfg = configs.select_config(problem, "sm_100a", shape)
+harness.compile_kernel(problem, "sm_100a", cfg, shape)
+print("IMPORTED", len(mods), "COMPILED", cfg.short())
 """
 
 
@@ -41,7 +55,8 @@ def test_bundle_is_self_contained(tmp_path, problem, board):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["TMPDIR"] = str(tmp_path / "tmp")
     os.makedirs(env["TMPDIR"])
-    r = subprocess.run([sys.executable, "-c", PROBE % {"root": ROOT}], cwd=tmp_path, env=env,
+    r = subprocess.run([sys.executable, "-c", PROBE % {"root": ROOT, "problem": problem}], cwd=tmp_path, env=env,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "IMPORTED" in r.stdout and "COMPILED" in r.stdout, r.stdout
     assert "REJECTED: a must be a 3-D tensor" in r.stdout or "REJECTED:" in r.stdout, r.stdout
