@@ -255,6 +255,20 @@ def poison_outputs(problem: str, data) -> None:
         c.fill_(float("nan"))
 
 
+def floor_us(problem: str, shape, gpu: str, ceilings: dict) -> float:
+    """The case's floor in us: on a B200 the leaderboard's speed of light where it lists the
+    case, else max(FLOPs / the fp16 matmul rate, bytes / the copy bandwidth) measured in this run."""
+    if gpu == "sm_100a" and shape in B200_SOL:
+        return B200_SOL[shape]
+    flops, byts = flops_bytes(problem, shape)
+    return max(flops / (ceilings["fp16_tflops"] * 1e12), byts / (ceilings["copy_tbps"] * 1e12)) * 1e6
+
+
+def all_correct(*row_lists) -> bool:
+    """Every row's check passed: its per-call check and, where it ran, its ranked loop's."""
+    return all(r["correct"] and r.get("ranked_correct", True) for rows in row_lists for r in rows)
+
+
 def bench_case(problem: str, shape, gpu: str, timer: Timer, ceilings: dict, graph: bool) -> dict:
     from submission import custom_kernel
 
@@ -268,10 +282,7 @@ def bench_case(problem: str, shape, gpu: str, timer: Timer, ceilings: dict, grap
     compile_s = time.time() - t0
     ok, msg = R.check_implementation(data, out)
     flops, byts = flops_bytes(problem, shape)
-    if gpu == "sm_100a" and shape in B200_SOL:
-        floor = B200_SOL[shape]
-    else:
-        floor = max(flops / (ceilings["fp16_tflops"] * 1e12), byts / (ceilings["copy_tbps"] * 1e12)) * 1e6
+    floor = floor_us(problem, shape, gpu, ceilings)
     # the kernel and every baseline timed in alternating rounds, each reported as the median of
     # its round medians: a transient slowdown of the GPU (seen once as a 7.7x slower cuBLAS
     # round, session 29) then spoils one round of one side, not the ratio
@@ -653,4 +664,4 @@ def run_benchmark(problems, args, gpu: str) -> int:
                        "moe_masked": masked}, f, indent=1)
     if args.png:
         write_png(rows, args.png)
-    return 0 if all(r["correct"] and r.get("ranked_correct", True) for r in rows + moe + masked) else 1
+    return 0 if all_correct(rows, moe, masked) else 1

@@ -258,3 +258,41 @@ def test_draw_option_reaches_the_inputs_and_refuses_moe(monkeypatch):
     assert seen == [False, False, True, True]
     with pytest.raises(SystemExit, match="--draw wide: not with --moe"):
         bench.main(["--draw", "wide", "--moe", "leaderboard"])
+
+
+def test_bench_arithmetic_and_verdicts(capsys):
+    """What bench.py reports, on hand-computed cases: FLOPs and bytes (dual: two GEMMs over
+    A, B1, B2, their e4m3 scales and C; grouped: a sum over groups), the floor (the measured
+    rates, or on a B200 the leaderboard's speed of light), the geometric mean, a failed check
+    printed as NO, and the exit verdict failing on any row's per-call or ranked check."""
+    import configs
+    from benchmarks import timing as T
+
+    m, n, k, l = 256, 512, 1024, 2
+    assert T.flops_bytes("dual", (m, n, k, l)) == (
+        4 * m * n * k * l, l * ((m + 2 * n) * k // 2 + (m + 2 * n) * k // 16 + 2 * m * n))
+    groups = ((40, 128, 256), (8, 64, 512))
+    assert T.flops_bytes("group", groups) == (
+        2 * 40 * 128 * 256 + 2 * 8 * 64 * 512,
+        (168 * 128 + 168 * 16 + 40 * 128 * 2) + (72 * 256 + 72 * 32 + 8 * 64 * 2))
+    ceil = {"fp16_tflops": 500.0, "copy_tbps": 2.0}
+    flops, byts = T.flops_bytes("dual", (m, n, k, l))
+    assert T.floor_us("dual", (m, n, k, l), "sm_90a", ceil) == pytest.approx(
+        max(flops / 500e12, byts / 2e12) * 1e6)
+    skinny = (16, 4096, 256, 1)  # (bytes bound at these rates)
+    f2, b2 = T.flops_bytes("dual", skinny)
+    assert b2 / 2e12 > f2 / 500e12 and T.floor_us("dual", skinny, "sm_90a", ceil) == pytest.approx(b2 / 2e12 * 1e6)
+    lb = configs.DUAL_BENCHMARKS[0]
+    assert T.floor_us("dual", lb, "sm_100a", ceil) == T.B200_SOL[lb] == 4.708
+    assert T.floor_us("dual", lb, "sm_90a", ceil) != T.B200_SOL[lb]
+    assert T.geomean([1, 4]) == pytest.approx(2) and T.geomean([2, None, 8]) == pytest.approx(4)
+    row = {"problem": "dual", "case": [m, n, k, l], "correct": False, "us": 10.0, "tflops": 1.0, "gbps": 1.0,
+           "floor_us": 5.0, "x_floor": 2.0, "baselines": {}, "config": "cfg"}
+    T.print_table([row], ceil, "test")
+    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("dual ")][0]
+    assert " NO " in line
+    good = dict(row, correct=True)
+    assert T.all_correct([good], [good], [])
+    assert not T.all_correct([good], [row], [])
+    assert not T.all_correct([good], [], [dict(good, ranked_correct=False)])
+    assert not T.all_correct([dict(good, ranked_correct=False)], [], [])
