@@ -135,3 +135,37 @@ def test_each_draw_runs_and_its_failures_rerun_under_it(tmp_path, monkeypatch):
     assert [s for s, _env in calls] == ["gpu_tests"]
     with pytest.raises(SystemExit):
         F.main(["--out", str(tmp_path), "--draws", "leaderboard,uniform"])
+
+
+def test_incomplete_runs_and_shared_failures_hold_back_timing(tmp_path, monkeypatch):
+    """A pytest run that did not complete (a crash: rc -11, no junit) fails the tool and times
+    nothing; a failure in a test of neither problem (the table writer) holds back both problems'
+    timings; a masked or MoE test counts as the grouped problem's."""
+    import json
+
+    def crashed(step, cmd, out_dir, env=None):
+        return -11, 0.0
+
+    monkeypatch.setattr(F, "device_info", lambda: {"name": "fake"})
+    monkeypatch.setattr(F, "run", crashed)
+    assert F.main(["--out", str(tmp_path), "--draws", "leaderboard"]) == 1
+    summary = json.load(open(tmp_path / "summary.json"))
+    assert summary["timed_problems"] == [] and "note" in summary["gpu_tests"]
+
+    writer_junit = ('<testsuites><testsuite name="pytest" failures="1" tests="1"><testcase classname="tests.test_gpu_kernels" '
+                    'name="test_table_writer_kernel_alone" time="1.0"><failure message="x">boom</failure></testcase>'
+                    '</testsuite></testsuites>')
+    steps = []
+
+    def writer_fails(step, cmd, out_dir, env=None):
+        steps.append(step)
+        if step == "gpu_tests":
+            open(os.path.join(out_dir, "gpu_tests.xml"), "w").write(writer_junit)
+        return 1, 0.0
+
+    monkeypatch.setattr(F, "run", writer_fails)
+    assert F.main(["--out", str(tmp_path), "--draws", "leaderboard"]) == 1
+    assert json.load(open(tmp_path / "summary.json"))["timed_problems"] == []
+    assert not any(s.startswith(("timing_", "bench")) for s in steps)
+    assert F.problem_of("tests/test_gpu_masked.py::test_masked_counts_on_the_gpu[4]") == "group"
+    assert F.problem_of("tests/test_gpu_kernels.py::test_moe_calls[x]") == "group"
