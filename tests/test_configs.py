@@ -3,6 +3,8 @@ checks themselves catch what they claim to."""
 
 from dataclasses import replace
 
+import re
+
 import pytest
 
 import configs as C
@@ -62,6 +64,49 @@ def test_checks_catch_bad_configs():
     assert C.check_shape("dual", (200, 512, 256, 1), "sm_100a") == [
         "M=200 must be a multiple of 128 for the sm_100a dual kernel (sm_90a takes any M)"]
     assert C.check_shape("group", [(40, 100, 256)]) == ["group 0: N=100 must be a multiple of 64"]
+
+
+def _bad_config_cases():
+    b100 = C.CONFIG_MAP[("sm_100a", "dual", C.DUAL_BENCHMARKS[0])]  # 2-CTA, cluster (2, 2)
+    h = C.sm90_dual_tile_rule(C.DUAL_BENCHMARKS[0])
+    sk = C.select_config("dual", "sm_90a", (8, 512, 1024, 1))
+    assert sk.skinny and C.check_config(sk) == [] and C.check_config(b100) == [] and C.check_config(h) == []
+    return [
+        (b100, dict(raster="x"), "raster"), (b100, dict(ab_stages=0), "stage counts"),
+        (b100, dict(masked=True), "masked (M_g"), (b100, dict(table_groups=17), "table_groups 17"),
+        (b100, dict(pdl="x"), "pdl 'x'"), (b100, dict(pdl="loop"), "sm_90a skinny dual option"),
+        (b100, dict(k_split=2), "k_split 2"), (b100, dict(masked_above=4), "masked_above 4"),
+        (b100, dict(cta_group=3, mma_tile_mn=(384, 64)), "cta_group 3"),
+        (b100, dict(mma_tile_mn=(256, 96)), "multiple of 64 in [64, 256]"),
+        (b100, dict(cluster_mn=(3, 1)), "multiple of cta_group"), (b100, dict(cluster_mn=(4, 8)), "larger than 16"),
+        (b100, dict(split_k=True), "sm_90a options"), (b100, dict(epi_tile_mn=(96, 32)), "epilogue tile"),
+        (h, dict(dec_stages=4), "rs_a=True"), (h, dict(cluster_mn=(2, 1), split_k=False), "split-K pairs"),
+        (h, dict(mma_warpgroups=3), "64 x mma_warpgroups"), (h, dict(mma_tile_mn=(128, 12)), "wgmma N"),
+        (sk, dict(mma_tile_mn=(48, 8)), "skinny tile"), (sk, dict(k_warps=17), "k_warps 17"),
+        (sk, dict(ab_stages=9), "ab_stages 9"), (sk, dict(cluster_mn=(2, 1)), "skinny takes no"),
+        (sk, dict(k_split=3), "k_split 3: 1, 2, 4 or 8"),
+    ]
+
+
+def test_each_config_rule_refuses_its_case():
+    """Each rule of check_config, broken alone from a legal config, is reported by name (a rule
+    dropped would let an illegal config compile into a kernel that hangs or writes wrongly)."""
+    for base, change, needle in _bad_config_cases():
+        errs = C.check_config(replace(base, **change))
+        assert any(needle in e for e in errs), (change, errs)
+
+
+def test_sm100_dual_can_implement_rules():
+    """The sm_100a dual kernel's own rules beyond check_config, each broken alone."""
+    from nvfp4gemm.sm100.dual_gemm import Sm100DualGemmKernel
+
+    cg1 = C.select_config("dual", "sm_100a", (128, 512, 1024, 1))
+    Sm100DualGemmKernel.can_implement(cg1, 128, 512, 1024, 1)
+    for change, needle in ((dict(mma_tile_mn=(128, 192), acc_stages=1), "two accumulators per stage"),
+                           (dict(cluster_mn=(3, 1)), "1, 2 or 4"), (dict(swap_ab=True), "swap_ab"),
+                           (dict(occupancy=2), "occupancy must be 1"), (dict(epi_tile_mn=(64, 32)), "epilogue tile M 64")):
+        with pytest.raises(ValueError, match=re.escape(needle)):
+            Sm100DualGemmKernel.can_implement(replace(cg1, **change), 128, 512, 1024, 1)
 
 
 def test_tmem_alloc_is_power_of_two():
