@@ -45,9 +45,9 @@ import xml.etree.ElementTree as ET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPU_TESTS = ["tests/test_gpu_kernels.py", "tests/test_gpu_bundle.py"]
-# (the two sm_100a grouped layer checks first: the setup kernel's descriptors and the launch path
-# with a probe for the main kernel; both passed on an H200, session 55, so a grouped failure with
-# both passing here points at the main kernel)
+# (the three sm_100a layer checks first: the grouped setup kernel's descriptors and both problems'
+# launch paths with a probe for the main kernel; all passed on an H200, sessions 55-56, so a
+# failure with them passing here points at the main kernel)
 QUICK_TESTS = ["tests/test_gpu_kernels.py::test_sm100_setup_descriptors_match_host_encoding",
                "tests/test_gpu_kernels.py::test_sm100_grouped_launch_path_on_this_gpu",
                "tests/test_gpu_kernels.py::test_sm100_dual_launch_path_on_this_gpu",
