@@ -1135,3 +1135,20 @@ def test_grouped_tile_walk_helpers_on_python_ints(monkeypatch):
                 assert coords[1] == (1, 0, 0)
             if not raster_m and tn > 1:
                 assert coords[1] == (0, 1, 0)
+
+
+def test_grouped_tile_offsets_by_hand():
+    """Tile prefix sums of the three kinds of grouped config, against counts worked out by hand:
+    plain (ceil(M_g / tile M) x N_g / tile N, ragged M), swap_ab (N_g / 256 x ceil(M_g / 128)) and
+    skinny (N_g / B rows per tile, one tile along M) -- one tile short per group leaves rows
+    uncomputed on the GPU."""
+    plain = configs.select_config("group", "sm_90a", ((740, 576, 2304),))
+    assert plain.mma_tile_mn == (128, 64) and not plain.swap_ab
+    assert configs.grouped_tile_offsets(plain, [(740, 576, 2304), (1, 576, 2304)]) == [0, 6 * 9, 6 * 9 + 9]
+    swap = configs.select_config("group", "sm_100a", configs.GROUP_BENCHMARKS[0])
+    assert swap.mma_tile_mn == (256, 128) and swap.swap_ab
+    per_group = [16 * (1 if m <= 128 else 2) for m, _n, _k in configs.GROUP_BENCHMARKS[0]]  # (M_g 64-248)
+    assert configs.grouped_tile_offsets(swap, configs.GROUP_BENCHMARKS[0]) == list(itertools.accumulate([0] + per_group))
+    skinny = configs.select_config("group", "sm_90a", ((8, 512, 256), (16, 768, 256)))
+    assert skinny.skinny and skinny.mma_tile_mn == (16, 16)
+    assert configs.grouped_tile_offsets(skinny, [(8, 512, 256), (16, 768, 256)]) == [0, 32, 80]
