@@ -1152,3 +1152,40 @@ def test_grouped_tile_offsets_by_hand():
     skinny = configs.select_config("group", "sm_90a", ((8, 512, 256), (16, 768, 256)))
     assert skinny.skinny and skinny.mma_tile_mn == (16, 16)
     assert configs.grouped_tile_offsets(skinny, [(8, 512, 256), (16, 768, 256)]) == [0, 32, 80]
+
+
+def test_sm90_split_and_stream_k_workspaces(monkeypatch):
+    """Workspace sizes of two sm_90a launches, on CPU (third mutation review: halving any of them
+    passed every CPU test; on the GPU a short one is written out of bounds): the stored-decode
+    dual kernel's split-K fp32 workspace holds every split tile's two accumulators once per split,
+    one counter per split tile, and split pairs run two CTAs per tile; the grouped mixed kernel's
+    stream-K workspace holds PARTIAL_BYTES per CTA, one flag per CTA, and its pre-pass half counts
+    are M_g x K_g / 32 prefix sums."""
+    import torch
+
+    from nvfp4gemm.sm90 import dual_gemm as dg
+    from nvfp4gemm.sm90 import grouped_mixed as gm
+
+    monkeypatch.setattr(dg, "sm_count", lambda dev: 132)
+    shape = (256, 512, 7168, 1)
+    cfg = configs.sm90_dual_tile_rule(shape)
+    assert cfg.split_k and not cfg.a_prepass
+    c = torch.empty(256, 512, 1, dtype=torch.float16)
+    ws, cnt, _items, full, splits, ctas = dg.split_args(cfg, *shape, c)
+    tiles = configs.dual_tiles(cfg, shape)
+    n_split = tiles - full
+    assert n_split > 0 and splits > 1 and ctas <= 132
+    assert ws.numel() >= n_split * splits * cfg.mma_tile_mn[0] * 2 * cfg.mma_tile_mn[1] and cnt.numel() == n_split
+    pairs = dataclasses.replace(cfg, cluster_mn=(2, 1))
+    ws, cnt, _items, full, splits, ctas = dg.split_args(pairs, *shape, torch.empty(256, 512, 1, dtype=torch.float16))
+    assert (ctas, full, splits) == (2 * tiles, 0, 2)
+    assert ws.numel() >= tiles * 2 * cfg.mma_tile_mn[0] * 2 * cfg.mma_tile_mn[1] and cnt.numel() == tiles
+
+    monkeypatch.setattr(gm, "sm_count", lambda dev: 132)
+    shapes = [(57, 3328, 4096)]
+    g = configs.select_config("group", "sm_90a", tuple(shapes))
+    assert g.a_prepass and not g.device_schedule and not (g.cluster_mn == (2, 1))
+    t = gm.launch_tables(g, torch.device("cpu"), [[0] * gm.META_FIELDS for _ in shapes], shapes)
+    halves, ws, flags, ctas = t[1], t[6], t[7], t[11]
+    assert ws.numel() * 4 >= ctas * gm.Sm90GroupedMixedKernel.PARTIAL_BYTES and flags.numel() == ctas
+    assert halves.tolist()[:2] == [0, 57 * 4096 // 32] and t[8] == halves.tolist()[1]
