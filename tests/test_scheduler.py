@@ -1184,7 +1184,7 @@ def test_sm90_split_and_stream_k_workspaces(monkeypatch):
     monkeypatch.setattr(gm, "sm_count", lambda dev: 132)
     shapes = [(57, 3328, 4096)]
     g = configs.select_config("group", "sm_90a", tuple(shapes))
-    assert g.a_prepass and not g.device_schedule and not (g.cluster_mn == (2, 1))
+    assert g.a_prepass and not g.device_schedule and g.cluster_mn != (2, 1)
     t = gm.launch_tables(g, torch.device("cpu"), [[0] * gm.META_FIELDS for _ in shapes], shapes)
     halves, ws, flags, ctas = t[1], t[6], t[7], t[11]
     assert ws.numel() * 4 >= ctas * gm.Sm90GroupedMixedKernel.PARTIAL_BYTES and flags.numel() == ctas
