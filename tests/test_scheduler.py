@@ -51,6 +51,13 @@ def test_stream_k_partition_after_whole_waves(tiles, k_blocks, ctas):
     check_walk(tiles, k_blocks, ctas, (tiles // ctas - 1) * ctas, ctas)
 
 
+@pytest.mark.parametrize("tiles,k_blocks,dp", [(5, 3, 0), (1, 64, 0), (3, 1, 0), (5, 3, 4), (4, 7, 2)])
+def test_stream_k_partition_one_cta(tiles, k_blocks, dp):
+    """A stream-K part walked by a single CTA (a one-SM plan never picks one, but the kernels'
+    walk must hold it: a range shifted by one unit broke only here, third review of session 56)."""
+    check_walk(tiles, k_blocks, 1, dp, 1)
+
+
 def check_walk(tiles, k_blocks, ctas, dp, sms):
     work = walk(tiles, k_blocks, ctas, dp)
     # every (tile, k-block) exactly once
@@ -91,7 +98,7 @@ def check_walk(tiles, k_blocks, ctas, dp, sms):
     if dp < tiles:  # stream-K: balanced to one k-block, and shorter than whole tiles
         assert dp % ctas == 0
         assert busiest - min(load.get(c, 0) for c in range(ctas)) <= 1
-        assert busiest < whole
+        assert busiest < whole or ctas == 1  # (one CTA runs every unit)
     else:
         assert busiest == whole
 
@@ -1189,3 +1196,83 @@ def test_sm90_split_and_stream_k_workspaces(monkeypatch):
     halves, ws, flags, ctas = t[1], t[6], t[7], t[11]
     assert ws.numel() * 4 >= ctas * gm.Sm90GroupedMixedKernel.PARTIAL_BYTES and flags.numel() == ctas
     assert halves.tolist()[:2] == [0, 57 * 4096 // 32] and t[8] == halves.tolist()[1]
+
+
+def test_sm90_dual_mixed_workspaces(monkeypatch):
+    """The mixed-input dual kernel's host launch pieces, on CPU (third mutation review of session
+    56: each survived the CPU tests; on the GPU a short workspace is written out of bounds):
+    split-K pairs run one 2-CTA cluster per tile and no whole tiles; the stream-K workspace
+    holds PARTIAL_BYTES per CTA and one zeroed flag per CTA; `runtime_args` hands the kernel
+    a real workspace whenever the plan splits any tile -- one split tile included -- and C
+    (never touched then) only where it splits none."""
+    import torch
+    from cuda.bindings.driver import CUstream
+
+    import reference as R
+    from nvfp4gemm.sm90 import dual_mixed as dm
+
+    monkeypatch.setattr(dm, "sm_count", lambda dev: 132)
+    shape = (256, 4096, 7168, 1)
+    pairs = configs.sm90_dual_mixed_pairs()
+    tiles = configs.dual_tiles(pairs, shape)
+    assert dm.stream_k_plan(pairs, *shape[:3], "cpu") == (2 * tiles, 0)
+    whole = dataclasses.replace(configs.sm90_dual_mixed(), split_k=False)
+    assert dm.stream_k_plan(whole, *shape[:3], "cpu") == (min(configs.dual_tiles(whole, shape), 132),
+                                                          configs.dual_tiles(whole, shape))
+
+    c = torch.empty(256, 4096, 1, dtype=torch.float16)
+    ws, flags = dm.stream_k_workspace(c, 7)
+    assert ws.dtype == torch.float32 and ws.numel() * 4 == 7 * dm.Sm90DualMixedKernel.PARTIAL_BYTES
+    assert flags.dtype == torch.int32 and flags.tolist() == [0] * 7
+
+    split = dataclasses.replace(configs.sm90_dual_mixed(), split_k=True)
+    n_tiles = configs.dual_tiles(split, shape)
+    data = R.generate_input(*shape, 7, device="cpu")
+    for dp_tiles, workspace in ((n_tiles - 1, True), (0, True), (n_tiles, False)):
+        monkeypatch.setattr(dm, "stream_k_plan", lambda *a, dp=dp_tiles: (100, dp))
+        keep = []
+        args = dm.runtime_args(data, split, CUstream(0), keep=keep)
+        _a16, ws, flags = keep
+        assert int(args[13]) == 100 and int(args[14]) == dp_tiles
+        if workspace:
+            assert ws is not data[9] and ws.numel() * 4 >= 100 * dm.Sm90DualMixedKernel.PARTIAL_BYTES, dp_tiles
+            assert flags is not data[9] and flags.numel() == 100 and not flags.any()
+        else:
+            assert ws is data[9] and flags is data[9]
+
+
+def test_sm90_grouped_device_schedule_tables(monkeypatch):
+    """The device schedule's launch tables (exp. 136), on CPU: an A16 buffer of the shapes'
+    tile-rounded rows times DEVICE_ROWS_SLACK, rounded to the tile, by K_max; a stream-K
+    workspace of PARTIAL_BYTES and one zeroed flag per CTA, one CTA per SM; the pre-pass's half
+    count covers the capacity.  `device_fits` accepts a later input exactly while its rounded
+    rows fit that capacity and its K_max is the buffer's row stride (a template built for one
+    M_g set serves others; one past capacity would write past A16)."""
+    import torch
+
+    from nvfp4gemm.sm90 import grouped_mixed as gm
+
+    monkeypatch.setattr(gm, "sm_count", lambda dev: 132)
+    cfg = configs.sm90_group_mixed_dynamic()
+    tn = cfg.mma_tile_mn[1]
+    shapes = [(100, 4096, 7168), (300, 4096, 7168), (1, 4096, 2048)]
+    need = sum(-(-m // tn) * tn for m, _n, _k in shapes)
+    assert gm.device_rows(cfg, shapes) == need
+    cap = -(-int(need * gm.DEVICE_ROWS_SLACK) // tn) * tn
+    t = gm.launch_tables(cfg, torch.device("cpu"), [[0] * gm.META_FIELDS for _ in shapes], shapes)
+    a16, ws, flags, total, k_max, rows, ctas = t[5:12]
+    assert cap > need and (rows, k_max, ctas) == (cap, 7168, 132)
+    assert tuple(a16.shape) == (cap, 7168) and a16.dtype == torch.float16 and not a16.any()
+    assert ws.numel() * 4 >= 132 * gm.Sm90GroupedMixedKernel.PARTIAL_BYTES
+    assert flags.tolist() == [0] * 132 and total == cap * (7168 // 32)
+
+    args = [None] * 12
+    args[9], args[10] = k_max, rows
+
+    def fits(ms, k=7168):
+        return gm.device_fits(cfg, args, (None, None, None, [(m, 4096, k, 1) for m in ms]))
+
+    assert fits([cap]) and fits([cap - tn + 1]) and fits([1] * (cap // tn))
+    assert not fits([cap + 1]) and not fits([1] * (cap // tn + 1))
+    assert not fits([100], k=2048), "another K_max: the A16 row stride differs"
+    assert gm.device_fits(configs.sm90_group_mixed(), args, (None, None, None, [(10**6, 4096, 7168, 1)]))

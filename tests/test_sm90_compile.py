@@ -565,6 +565,7 @@ def test_split_plan_units_are_last_items(sms):
             ctas, full, splits = split_plan(total, sms, kb)
             items = split_units(total, full, splits)
             assert 1 <= ctas <= min(sms, items) and 1 <= splits <= 8 and 0 <= full <= total
+            assert splits <= min([kb] if isinstance(kb, int) else kb), "a split with no k-block"
             for c in range(ctas):
                 mine = list(range(c, items, ctas))
                 split = [i for i in mine if splits > 1 and i >= full]
@@ -911,3 +912,22 @@ def test_group_skinny_wide_table():
     offs = [0, 2, 3, 6]
     assert [(x >> 16, x & 0xFFFF) for x in m] == [(g, b) for g in range(3) for b in range(offs[g + 1] - offs[g])]
 
+
+
+def test_dual_mixed_can_implement():
+    """The mixed-input dual kernel's own shape rules, each by name: split-K pairs need two
+    k-blocks (with one, rank 0's k-range would be empty -- session 56's third review found the
+    pairs plan allows it, so this rule is what keeps a pinned config from it); one batch; N a
+    multiple of the tile's B rows per GEMM, except the three-warpgroup form's ragged N (% 64)."""
+    from nvfp4gemm.sm90.dual_mixed import Sm90DualMixedKernel as K
+
+    pairs = configs.sm90_dual_mixed_pairs()
+    K.can_implement(pairs, 256, 4096, 512, 1)  # two k-blocks: one per rank
+    with pytest.raises(ValueError, match=r"K=256: split-K pairs need at least 2 k-blocks \(K >= 512\)"):
+        K.can_implement(pairs, 256, 4096, 256, 1)
+    K.can_implement(replace(pairs, cluster_mn=(1, 1)), 256, 4096, 256, 1)  # stream-K: one k-block is fine
+    with pytest.raises(ValueError, match=r"L=2: the mixed-input dual kernel runs one batch"):
+        K.can_implement(pairs, 256, 4096, 7168, 2)
+    with pytest.raises(ValueError, match=r"N=4032 must be a multiple of 128 \(the mixed-input tile\)"):
+        K.can_implement(configs.sm90_dual_mixed(), 256, 4032, 7168, 1)
+    K.can_implement(configs.sm90_dual_mixed_wg3(), 256, 4032, 7168, 1)  # ragged N: % 64 suffices
