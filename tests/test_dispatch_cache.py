@@ -1544,3 +1544,108 @@ def test_plan_compiles_under_the_tensors_device(monkeypatch):
     dispatch._plan("dual", (256, 512, 1024, 1), torch.device("cuda", 1), False)
     dispatch._plan("dual", (256, 512, 1024, 1), torch.device("cuda", 0), False)
     assert seen == [("sm_100a", 1), ("sm_90a", 0)] and current == [0]
+
+
+def test_masked_grouped_host_paths(monkeypatch):
+    """MaskedGroupedGemm's host side, on CPU (its constructor needs an sm_90 GPU, so the object is
+    assembled here from stand-ins; session 56's review: no CPU test reached these paths).  Counts
+    the kernels can read in place (int32, contiguous, 16-byte aligned) go straight to the launch;
+    int64, strided or misaligned ones are first copied into the object's int32 buffer.  Every
+    launch's counts argument is pointed at the counts' address before the launch; a launch is
+    packed once per (stream, kernel) with that stream in its stream slot.  With two kernels
+    (the skinny + mixed split) the mixed form runs on a side stream forked from the caller's and
+    the skinny one on the caller's.  With chunks of groups, chunk i reads the counts at
+    4 x its first group bytes on, side by side (chunk 0 on the caller's stream) or in order."""
+    from cuda.bindings.driver import CUstream
+
+    from nvfp4gemm import masked
+    from nvfp4gemm.side_streams import SideStreams
+
+    log = []
+    Stream = _stand_in_streams(monkeypatch, log)
+    caller = Stream(name="caller")
+    handles = {"caller": 1000}
+
+    def handle_of(stream):
+        return handles.setdefault(stream.name, 1000 + len(handles))
+
+    monkeypatch.setattr(Stream, "cuda_stream", property(handle_of), raising=False)
+    packed = []
+
+    class Packed:  # PackedLaunch stand-in: records what it was built with and each call
+        def __init__(self, fn, args):
+            self.fn, self.args = fn, args
+            self.counts = [a._desc for a in args if hasattr(a, "_desc")]  # (its counts argument)
+            packed.append(self)
+
+        def __call__(self):
+            stream = [int(a) for a in self.args if isinstance(a, CUstream)]
+            log.append(("launch", self.fn, stream[0], [d.value for d in self.counts]))
+
+    monkeypatch.setattr(masked, "PackedLaunch", Packed)
+
+    class Desc:
+        value = 0
+
+    def leaf(kernels):
+        obj = masked.MaskedGroupedGemm.__new__(masked.MaskedGroupedGemm)
+        obj.chunks, obj._counts_at, obj._launches = None, None, {}
+        obj._sides = SideStreams("cpu")
+        obj._counts_args = [types.SimpleNamespace(_desc=Desc()) for _ in kernels]
+        obj._kernels = [(fn, ("a0", obj._counts_args[i], CUstream(0), "a3"), 2) for i, fn in enumerate(kernels)]
+        obj.device, obj.groups = torch.device("cpu"), 4
+        obj._counts32 = torch.full((4,), -7, dtype=torch.int32)
+        return obj
+
+    def launches():
+        out = [e for e in log if e[0] == "launch"]
+        log.clear()
+        return out
+
+    # one kernel: the counts argument follows the address; one packed launch per stream
+    one = leaf(["mixed"])
+    one._enqueue_at(4096, caller)
+    one._enqueue_at(8192, caller)
+    assert launches() == [("launch", "mixed", 1000, [4096]), ("launch", "mixed", 1000, [8192])]
+    assert len(packed) == 1, "one packed launch per (stream, kernel)"
+    one._enqueue_at(8192, Stream(name="other"))
+    assert launches() == [("launch", "mixed", handle_of(Stream(name="other")), [8192])] and len(packed) == 2
+
+    # the skinny + mixed split: kernel 1 (mixed) on a side stream forked from the caller's, kernel 0 on it
+    split = leaf(["skinny", "mixed"])
+    split._enqueue_at(256, caller)
+    side = handle_of(Stream(name="side0"))
+    got = launches()
+    assert sorted(got) == sorted([("launch", "mixed", side, [256]), ("launch", "skinny", 1000, [256])])
+    assert side != 1000 and [a._desc.value for a in split._counts_args] == [256, 256]
+
+    # counts: read in place, or copied into the int32 buffer first
+    seen = []
+    one._enqueue_at = lambda at, cur: seen.append(at)
+    base = torch.arange(12, dtype=torch.int32) * 3
+    aligned = base[:4] if base.data_ptr() % 16 == 0 else base[4:8]
+    for counts, in_place in ((aligned, True), (aligned.to(torch.int64), False), (base[0:8:2], False),
+                             (base[1:5] if base[1:5].data_ptr() % 16 else base[2:6], False)):
+        seen.clear()
+        one._counts32.fill_(-7)
+        one._enqueue(counts)
+        assert seen == [counts.data_ptr() if in_place else one._counts32.data_ptr()], (counts.dtype, counts.stride())
+        if not in_place:
+            assert one._counts32.tolist() == counts.tolist()
+
+    # chunks of groups: chunk i's counts at 4 x its first group bytes on
+    for side_by_side in (True, False):
+        monkeypatch.setattr(masked, "CHUNK_STREAMS", side_by_side)
+        top = leaf([])
+        subs = [types.SimpleNamespace(_enqueue_at=lambda at, cur, i=i: log.append(("chunk", i, at, cur.name)))
+                for i in range(3)]
+        top.chunks, top._ranges = subs, [(0, 16), (16, 32), (32, 36)]
+        log.clear()
+        top._enqueue_at(1 << 20, caller)
+        chunks = sorted(e for e in log if e[0] == "chunk")
+        assert [(i, at) for _c, i, at, _s in chunks] == [(0, 1 << 20), (1, (1 << 20) + 64), (2, (1 << 20) + 128)]
+        streams = [s for *_x, s in chunks]
+        if side_by_side:  # (chunk 0 on the caller's stream, each other chunk on a side stream of its own)
+            assert streams[0] == "caller" and "caller" not in streams[1:] and len(set(streams)) == 3, streams
+        else:
+            assert streams == ["caller"] * 3
