@@ -67,11 +67,12 @@ def _effective(raw, caps):
     return [min(max(int(x), 0), cap) for x, cap in zip(raw, caps)]
 
 
-def _masked_calls(caps, n, k, count_sets, seed, expected_m=None, small=None):
+def _masked_calls(caps, n, k, count_sets, seed, expected_m=None, small=None, device="cuda"):
     from nvfp4gemm.masked import MaskedGroupedGemm
 
     g = len(caps)
-    data = R.generate_input(list(caps), [n] * g, [k] * g, g, seed, device="cuda", poison_padding=True)
+    data = R.generate_input(list(caps), [n] * g, [k] * g, g, seed, device=device, poison_padding=True)
+    current = torch.cuda.current_device()
     ref = R.ref_group(data)
     saved = _scales_of(data)
     gemm = MaskedGroupedGemm(data, expected_m=expected_m, small=small)
@@ -83,11 +84,12 @@ def _masked_calls(caps, n, k, count_sets, seed, expected_m=None, small=None):
         # int64, int32 (read in place by the masked kernel: a new address each call), a strided
         # int32 view (copied first)
         if i % 3 == 2:
-            dev = torch.tensor([x for v in raw for x in (v, -99)], dtype=torch.int32, device="cuda")[::2]
+            dev = torch.tensor([x for v in raw for x in (v, -99)], dtype=torch.int32, device=device)[::2]
         else:
-            dev = torch.tensor(raw, dtype=torch.int32 if i % 3 else torch.int64, device="cuda")
+            dev = torch.tensor(raw, dtype=torch.int32 if i % 3 else torch.int64, device=device)
         outs = gemm(dev)
-        torch.cuda.synchronize()
+        assert torch.cuda.current_device() == current, "the call changed the current device"
+        torch.cuda.synchronize(device)
         _check(data, ref, outs, counts, f"N{n} K{k} caps {caps} counts {raw}")
     _restore(data, saved)
     return gemm, data, ref
@@ -123,6 +125,25 @@ def test_masked_small_counts(small):
     assert len(gemm.configs) == (2 if small else 1), [c.short() for c in gemm.configs]
     if small:
         assert gemm.configs[0].skinny and gemm.cfg.masked_above == 16
+
+
+def test_masked_on_another_device():
+    """A process using two GPUs: MaskedGroupedGemm on the tensors of the GPU that is not the
+    current one (the skinny + mixed split, so its side stream too, and the mixed form alone) runs
+    there, correct, and leaves the current device as it was."""
+    _sm90_only()
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA GPUs")
+    if torch.cuda.get_device_capability(0) != torch.cuda.get_device_capability(1):
+        pytest.skip("needs two GPUs of one kind")
+    assert torch.cuda.current_device() == 0
+    caps = [256, 64, 128, 32]
+    sets = [[5, 64, 100, 0], [16, 17, 1, 32], caps]
+    for small in (True, False):
+        gemm, _data, _ref = _masked_calls(caps, 2048, 1024, sets, 1571, small=small, device="cuda:1")
+        assert len(gemm.configs) == (2 if small else 1) and gemm.device == torch.device("cuda:1")
+    with torch.cuda.device(1):  # and GPU 0's tensors from under a guard for GPU 1
+        _masked_calls(caps, 2048, 1024, sets, 1572, small=True, device="cuda:0")
 
 
 def test_masked_skinny():
