@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -296,3 +297,58 @@ def test_bench_arithmetic_and_verdicts(capsys):
     assert not T.all_correct([good], [row], [])
     assert not T.all_correct([good], [], [dict(good, ranked_correct=False)])
     assert not T.all_correct([dict(good, ranked_correct=False)], [], [])
+
+
+def test_leaderboard_timing_case_arithmetic(monkeypatch):
+    """time_case (CPU, every GPU step stubbed): `same` is the median of the event times and its host
+    column the median of the host times, each call behind the timer's L2 flush; the ranked loop runs
+    after the evaluator's correctness pass on clones of every ranked input.  Fails on: host column
+    from the event times; no correctness pass; no flush."""
+    import submission
+    from benchmarks import leaderboard_timing as lt
+
+    order = []
+    monkeypatch.setattr(submission, "custom_kernel", lambda x: order.append(("call", x)))
+    monkeypatch.setattr(lt, "make_input", lambda p, s, seed: "base")
+    monkeypatch.setattr(lt, "clone_input", lambda x: ("clone", x))
+    samples = iter([(10.0, 1.0), (30.0, 7.0), (20.0, 4.0)])
+    flush = object()
+
+    def timed_call(fn, x, f=None):
+        assert f is flush, "a `same` call without the L2 flush"
+        return next(samples)
+
+    monkeypatch.setattr(lt, "timed_call", timed_call)
+    monkeypatch.setattr(lt, "ranked_inputs", lambda p, s, seed: ["r0", "r1"])
+
+    def ranked_time(fn, inputs, f):
+        order.append(("ranked", tuple(inputs)))
+        return 5.0, 2.0
+
+    monkeypatch.setattr(lt, "ranked_time", ranked_time)
+    timer = types.SimpleNamespace(flush=flush, fresh=lambda fn, make, calls: (8.0, 3.0))
+    out = lt.time_case("dual", (256, 512, 1024, 1), 3, timer)
+    assert (out["same_us"], out["same_host_us"]) == (20.0, 4.0)
+    assert (out["eval_us"], out["eval_host_us"], out["ranked_us"], out["ranked_host_us"]) == (8.0, 3.0, 5.0, 2.0)
+    assert order[-3:] == [("call", ("clone", "r0")), ("call", ("clone", "r1")), ("ranked", ("r0", "r1"))]
+
+
+def test_leaderboard_timing_main_runs_both_problems(monkeypatch, capsys):
+    """main --problem both times every case of both problems (CPU, GPU stubbed).  Fails if `both` runs only one problem."""
+    from benchmarks import leaderboard_timing as lt
+
+    monkeypatch.setattr(lt.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(lt.torch.cuda, "get_device_name", lambda *a: "stub")
+    monkeypatch.setattr(lt, "Timer", lambda iters: None)
+    monkeypatch.setattr(lt, "cases_for", lambda problem, cases: [("shape", problem)])
+    seen = []
+
+    def time_case(problem, shape, calls, timer):
+        seen.append(problem)
+        return {**{f"{m}_us": 1.0 for m in ("same", "eval", "ranked")},
+                **{f"{m}_host_us": 1.0 for m in ("same", "eval", "ranked")}}
+
+    monkeypatch.setattr(lt, "time_case", time_case)
+    monkeypatch.setattr(lt, "case_name", lambda problem, shape: str(shape))
+    assert lt.main(["--problem", "both"]) == 0
+    assert seen == ["dual", "group"]

@@ -59,3 +59,17 @@ def test_silu_limits():
     got = silu_mul_emulated(x1, torch.ones(4))
     assert got.tolist()[:3] == [0.0, 0.0, 0.0] or abs(got[1].item()) < 1e-30
     assert got[3].item() == 200.0
+
+
+def test_silu_emulation_applies_each_error_in_its_direction():
+    """silu_mul_emulated's error arguments act, each in its own direction: a larger 2^x or a larger
+    reciprocal moves the result the way the bound test assumes.  Fails on: ex2 error sign flipped;
+    rcp error ignored."""
+    x1 = torch.tensor([-3.0, -1.0, 0.5, 2.0])
+    x2 = torch.ones(4)
+    base = silu_mul_emulated(x1, x2)
+    up_e = silu_mul_emulated(x1, x2, ex2_err=64 * EX2_REL_ERR)
+    up_r = silu_mul_emulated(x1, x2, rcp_err=64 * RCP_REL_ERR)
+    # silu(x) = x * r, r = 1 / (1 + e): a larger e shrinks r, a larger r grows |x r|
+    assert (up_e.abs() < base.abs()).all()
+    assert (up_r.abs() > base.abs()).all()

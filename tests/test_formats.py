@@ -59,3 +59,17 @@ def test_permuted_layout_matches_index_formula(mn, sf_k, l):
     assert (storage[~written] == E4M3_NAN).all()
     assert int((~written).sum()) == l * rm * rk * 512 - mn * sf_k * l
     assert torch.equal(from_permuted(sfp, mn, sf_k).view(torch.uint8), sf.view(torch.uint8))
+
+
+@pytest.mark.parametrize("mn,sf_k,l", [(300, 32, 2), (40, 8, 1)])
+@pytest.mark.parametrize("pad", [None, 0x7F])
+def test_to_permuted_memory_layout_is_the_leaderboards(mn, sf_k, l, pad):
+    """to_permuted's result has the strides validate.py requires (the permutation of a contiguous
+    (L, rm, rk, 32, 4, 4) tensor), not only the right index mapping.  Fails on: rm / rk storage order
+    swapped."""
+    from nvfp4gemm.formats import FP8, to_permuted
+    from nvfp4gemm.validate import permuted_strides
+
+    sf = torch.randint(1, 120, (mn, sf_k, l), dtype=torch.uint8).view(FP8)
+    sfp = to_permuted(sf, pad_byte=pad)
+    assert sfp.stride() == permuted_strides(sfp.shape[2], sfp.shape[4])
