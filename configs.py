@@ -449,6 +449,11 @@ def check_shape(problem: str, shape, arch: str | None = None, launch: bool = Tru
             errs.append(f"K={k} must be a multiple of {K_BLOCK}")
         if l < 1:
             errs.append(f"L={l} must be >= 1")
+        # the kernels build each operand's layout with 32-bit extents and strides: the sm_100a
+        # kernel counts A and B in e2m1 elements (M x K), both count C in fp16 elements (M x N)
+        for name, v in (("A (M x K)", m * k), ("B1, B2 (N x K)", n * k), ("C (M x N)", m * n)):
+            if v >= 2**31:
+                errs.append(f"{name} = {v} elements per batch: must be below 2^31 (32-bit strides)")
     else:
         if len(shape) < 1 or (launch and len(shape) > max_groups):
             errs.append(f"{len(shape)} groups: 1 to {max_groups} per launch supported"

@@ -64,6 +64,15 @@ def test_checks_catch_bad_configs():
     assert C.check_shape("dual", (200, 512, 256, 1), "sm_100a") == [
         "M=200 must be a multiple of 128 for the sm_100a dual kernel (sm_90a takes any M)"]
     assert C.check_shape("group", [(40, 100, 256)]) == ["group 0: N=100 must be a multiple of 64"]
+    # 32-bit layouts: each batch's A, B and C below 2^31 elements (session 57's review: a larger
+    # one would wrap a kernel's Int32 batch stride; refused, not run)
+    assert C.check_shape("dual", (2**17, 4096, 2**14 - 256, 3)) == []
+    assert C.check_shape("dual", (2**17, 4096, 2**14, 1)) == [
+        "A (M x K) = 2147483648 elements per batch: must be below 2^31 (32-bit strides)"]
+    assert C.check_shape("dual", (128, 2**17, 2**14, 1)) == [
+        "B1, B2 (N x K) = 2147483648 elements per batch: must be below 2^31 (32-bit strides)"]
+    assert C.check_shape("dual", (2**15, 2**16, 256, 1), "sm_90a") == [
+        "C (M x N) = 2147483648 elements per batch: must be below 2^31 (32-bit strides)"]
 
 
 def _bad_config_cases():
