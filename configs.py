@@ -450,7 +450,8 @@ def check_shape(problem: str, shape, arch: str | None = None, launch: bool = Tru
         if l < 1:
             errs.append(f"L={l} must be >= 1")
         # the kernels build each operand's layout with 32-bit extents and strides: the sm_100a
-        # kernel counts A and B in e2m1 elements (M x K), both count C in fp16 elements (M x N)
+        # kernels count A and B in e2m1 elements (M x K), C in fp16 elements (M x N), as does
+        # the sm_90a dual kernel's C
         for name, v in (("A (M x K)", m * k), ("B1, B2 (N x K)", n * k), ("C (M x N)", m * n)):
             if v >= 2**31:
                 errs.append(f"{name} = {v} elements per batch: must be below 2^31 (32-bit strides)")
@@ -466,6 +467,10 @@ def check_shape(problem: str, shape, arch: str | None = None, launch: bool = Tru
                 errs.append(f"group {g}: N={n} must be a multiple of 64")
             if k % K_BLOCK:
                 errs.append(f"group {g}: K={k} must be a multiple of {K_BLOCK}")
+            # (32-bit layouts, as the dual's: the sm_100a kernel's per-group tensors)
+            for name, v in (("A (M x K)", m * k), ("B (N x K)", n * k), ("C (M x N)", m * n)):
+                if v >= 2**31:
+                    errs.append(f"group {g}: {name} = {v} elements: must be below 2^31 (32-bit strides)")
     return errs
 
 

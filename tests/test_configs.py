@@ -73,6 +73,10 @@ def test_checks_catch_bad_configs():
         "B1, B2 (N x K) = 2147483648 elements per batch: must be below 2^31 (32-bit strides)"]
     assert C.check_shape("dual", (2**15, 2**16, 256, 1), "sm_90a") == [
         "C (M x N) = 2147483648 elements per batch: must be below 2^31 (32-bit strides)"]
+    assert C.check_shape("group", [(40, 512, 256), (2**17, 512, 2**14)]) == [
+        "group 1: A (M x K) = 2147483648 elements: must be below 2^31 (32-bit strides)"]
+    assert C.check_shape("group", [(40, 2**17, 2**14)], launch=False) == [
+        "group 0: B (N x K) = 2147483648 elements: must be below 2^31 (32-bit strides)"]
 
 
 def _bad_config_cases():
