@@ -426,6 +426,14 @@ def group_chunks(groups: int, align: int = 1, per_launch: int = GROUPS_PER_LAUNC
     return [(units * i // n * align, min(units * (i + 1) // n * align, groups)) for i in range(n)]
 
 
+def _layout_size_errs(m: int, n: int, k: int, b: str, where: str, per: str) -> list[str]:
+    """A (M x K), B (N x K) and C (M x N) of one batch or group must each stay below 2^31
+    elements: the kernels build their layouts with 32-bit extents and strides (the sm_100a
+    kernels count A and B in e2m1 elements, C in fp16 ones, as does the sm_90a dual kernel's C)."""
+    return [f"{where}{name} = {v} elements{per}: must be below 2^31 (32-bit strides)"
+            for name, v in (("A (M x K)", m * k), (f"{b} (N x K)", n * k), ("C (M x N)", m * n)) if v >= 2**31]
+
+
 def check_shape(problem: str, shape, arch: str | None = None, launch: bool = True,
                 max_groups: int = GROUPS_PER_LAUNCH) -> list[str]:
     """Shape constraints the kernels rely on: those of both architectures (arch None, what
@@ -449,12 +457,7 @@ def check_shape(problem: str, shape, arch: str | None = None, launch: bool = Tru
             errs.append(f"K={k} must be a multiple of {K_BLOCK}")
         if l < 1:
             errs.append(f"L={l} must be >= 1")
-        # the kernels build each operand's layout with 32-bit extents and strides: the sm_100a
-        # kernels count A and B in e2m1 elements (M x K), C in fp16 elements (M x N), as does
-        # the sm_90a dual kernel's C
-        for name, v in (("A (M x K)", m * k), ("B1, B2 (N x K)", n * k), ("C (M x N)", m * n)):
-            if v >= 2**31:
-                errs.append(f"{name} = {v} elements per batch: must be below 2^31 (32-bit strides)")
+        errs += _layout_size_errs(m, n, k, "B1, B2", "", " per batch")
     else:
         if len(shape) < 1 or (launch and len(shape) > max_groups):
             errs.append(f"{len(shape)} groups: 1 to {max_groups} per launch supported"
@@ -467,10 +470,7 @@ def check_shape(problem: str, shape, arch: str | None = None, launch: bool = Tru
                 errs.append(f"group {g}: N={n} must be a multiple of 64")
             if k % K_BLOCK:
                 errs.append(f"group {g}: K={k} must be a multiple of {K_BLOCK}")
-            # (32-bit layouts, as the dual's: the sm_100a kernel's per-group tensors)
-            for name, v in (("A (M x K)", m * k), ("B (N x K)", n * k), ("C (M x N)", m * n)):
-                if v >= 2**31:
-                    errs.append(f"group {g}: {name} = {v} elements: must be below 2^31 (32-bit strides)")
+            errs += _layout_size_errs(m, n, k, "B", f"group {g}: ", "")
     return errs
 
 

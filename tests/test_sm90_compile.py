@@ -913,7 +913,6 @@ def test_group_skinny_wide_table():
     assert [(x >> 16, x & 0xFFFF) for x in m] == [(g, b) for g in range(3) for b in range(offs[g + 1] - offs[g])]
 
 
-
 def test_dual_mixed_can_implement():
     """The mixed-input dual kernel's own shape rules, each by name: split-K pairs need two
     k-blocks (with one, rank 0's k-range would be empty -- session 56's third review found the
