@@ -35,6 +35,27 @@ def test_compiles_nvfp4_mma_no_spills(cfg, shape, tmp_path):
     check_resources(ck)
 
 
+def test_every_config_the_rule_reaches_is_compiled():
+    """Every sm_100a dual config `select_config` returns for a shape this kernel accepts is one CI
+    compiles above (CASES): a config first met on a B200 would compile there for the first time.
+    Sweeps M, N, K, L over the kernel's legal granules (M % 128, N % 64, K % 256); each shape the
+    shape rules accept must be accepted by the config the rule picks for it."""
+    compiled = {cfg for cfg, _ in CASES}
+    reached = set()
+    for m in (128, 256, 384, 512, 640, 1024, 1536, 4608, 7168):
+        for n in (64, 128, 192, 256, 320, 384, 512, 768, 3072, 4096, 7168):
+            for k in (256, 512, 1536, 7168):
+                for l in (1, 2):
+                    shape = (m, n, k, l)
+                    if configs.check_shape("dual", shape, "sm_100a"):
+                        continue  # refused whatever the config
+                    cfg = configs.select_config("dual", "sm_100a", shape)
+                    Sm100DualGemmKernel.can_implement(cfg, *shape)  # the rule's pick must run it
+                    reached.add(cfg)
+    assert len(reached) >= 2, "the sweep reached too few configs to mean anything"
+    assert reached <= compiled, f"not compiled in CI: {sorted(c.short() for c in reached - compiled)}"
+
+
 @pytest.mark.parametrize("shape,needle", [
     ((200, 512, 256, 1), "M=200"),
     ((256, 96, 256, 1), "N=96"),

@@ -55,6 +55,26 @@ def test_compiles_nvfp4_mma_no_spills(cfg, shapes, tmp_path):
     check_resources(ck)
 
 
+def test_every_config_the_rule_reaches_is_compiled():
+    """Every sm_100a grouped config `select_config` returns for shapes this kernel accepts is one
+    CI compiles above (CASES): a config first met on a B200 would compile there for the first
+    time.  Sweeps group counts, ragged M_g and every N_g granule the rule distinguishes (N_g %
+    256, % 128, % 64, mixed across groups); the config the rule picks must accept each shape."""
+    compiled = {cfg for cfg, _ in CASES}
+    reached = set()
+    ns_sets = [(256,), (512, 256), (128,), (384, 128), (64,), (192, 64), (256, 128), (256, 64), (4096, 192)]
+    for ns in ns_sets:
+        for ms in ((1,), (40, 300), (128, 128, 7), (512,) * 4):
+            for k in (256, 2048):
+                shape = tuple((m, ns[i % len(ns)], k) for i, m in enumerate(ms))
+                assert not configs.check_shape("group", shape), shape
+                cfg = configs.select_config("group", "sm_100a", shape)
+                Sm100GroupedGemmKernel.can_implement(cfg, shape)  # the rule's pick must run it
+                reached.add(cfg)
+    assert len(reached) >= 3, "the sweep reached too few configs to mean anything"
+    assert reached <= compiled, f"not compiled in CI: {sorted(c.short() for c in reached - compiled)}"
+
+
 def check_template_params_unread(ptx: str) -> None:
     """The main kernel never reads the TMA templates (the 128-byte descriptor parameters, each
     followed by its TMA tensor's shape): it loads through the workspace's per-group descriptors,
