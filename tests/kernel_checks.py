@@ -35,6 +35,8 @@ SM90_GROUP_SKINNY = sorted({configs.sm90_group_skinny(((m, n, k),) * g) for m in
                            | {configs.KernelConfig("group", "sm_90a", t, skinny=True, k_warps=w, ab_stages=s)
                               for t in ((16, 8), (32, 16)) for w, s in ((1, 2), (8, 3), (2, 6))}
                            | {configs.KernelConfig("group", "sm_90a", (64, 8), skinny=True, k_warps=2, ab_stages=3)}
+                           # (the rule's 32 x 8 two-warp CTAs at 8 A rows, found by session 58's sweep)
+                           | {configs.sm90_group_skinny(((8, 4224, 2048),) * 2)}
                            # (exp. 168: clusters of 2 or 4 CTAs splitting K)
                            | {configs.KernelConfig("group", "sm_90a", t, skinny=True, k_warps=w, ab_stages=s, k_split=ks)
                               for t, w, s, ks in (((16, 16), 4, 3, 2), ((32, 8), 1, 2, 4), ((64, 16), 1, 2, 2))},

@@ -10,6 +10,7 @@ configs are compiled once (the kernels take shapes at run time).
 """
 
 import dataclasses
+import random
 import re
 from dataclasses import replace
 
@@ -100,10 +101,74 @@ def _cases():
         # exp. 147: the counts <= 16 left to the masked skinny kernel
         seen.setdefault(("group", configs.sm90_group_mixed_dynamic(tile, masked=True, masked_above=16)),
                         ((100, 4096, 7168),) * 8)
+    # configs the rules reach that no shape above selected (session 58's sweep,
+    # `test_sweep_reaches_only_compiled_configs`): the stored-decode 128 x 64 tiles whole and split
+    # (dual, N % 128 == 64) and split (grouped), the dual swap kernel with MMA N 64, the
+    # three-warpgroup dual form stream-K, and the grouped mixed-input single forms stream-K
+    # (128 x 160 / 176 / 208 / 224 and 256 x 128)
+    for shape in ((7871, 9792, 256, 2), (3552, 2752, 7680, 1), (40, 12928, 8192, 1), (896, 2112, 14848, 1)):
+        seen.setdefault(("dual", configs.select_config("dual", "sm_90a", shape)), shape)
+    for shape in (((328, 4736, 256), (201, 320, 256)), ((150, 12416, 4864),), ((176, 7680, 2304),) * 2,
+                  ((208, 2688, 6144),), ((215, 6016, 6144),),
+                  ((63, 5632, 6912), (118, 12032, 6912), (8, 12032, 6912), (377, 12032, 6912))):
+        seen.setdefault(("group", configs.select_config("group", "sm_90a", shape, dynamic_m=False)), shape)
     return [(p, c, s) for (p, c), s in seen.items()]
 
 
 CASES = _cases()
+
+
+def _rule_key(cfg):
+    """A config as far as CI's compile coverage goes: a multi-form grouped config by everything
+    but its form tiles (each form tile is checked on its own), any other config whole."""
+    return dataclasses.replace(cfg, forms=(), mma_tile_mn=(0, 0)) if len(cfg.forms) > 1 else cfg
+
+
+def _form_tiles(cfg):
+    """The A16-prepass grouped tiles a config compiles (its forms, or its one tile)."""
+    if cfg.forms:
+        return set(cfg.forms)
+    return {tuple(cfg.mma_tile_mn)} if cfg.problem == "group" and cfg.a_prepass else set()
+
+
+def _rule_sweep(seed: int = 1, count: int = 3000):
+    """(problem, config, shape) the rules pick for `count` random legal shapes of each problem
+    (grouped: 1-20 groups, ragged M_g of up to 16 / 64 / 256 / 600 rows, N_g % 64, K_g % 256, with and
+    without NVFP4_DYNAMIC_M; dual: M from 1 to 8192 in four bands, N % 64, K % 256, L 1-3)."""
+    rnd = random.Random(seed)
+    for _ in range(count):
+        g = rnd.choice([1, 2, 3, 4, 8, 8, 12, 16, 20])
+        n = rnd.choice(range(128, 14337, rnd.choice([64, 128, 256])))
+        k = rnd.choice(range(256, 8193, 256))
+        mmax = rnd.choice([16, 64, 256, 600])
+        shape = tuple((rnd.randint(1, mmax), n if rnd.random() < .8 else rnd.choice(range(128, 8193, 128)), k)
+                      for _ in range(g))
+        if not configs.check_shape("group", shape):
+            for dyn in (False, True):
+                yield "group", configs.select_config("group", "sm_90a", shape, dynamic_m=dyn), shape
+        m = rnd.choice([rnd.randint(1, 16), rnd.randint(17, 64), rnd.randint(65, 1024), rnd.randint(1025, 8192)])
+        shape = (m, rnd.choice(range(64, 14337, rnd.choice([64, 128, 192, 256]))), rnd.choice(range(256, 16385, 256)),
+                 rnd.choice([1, 1, 1, 2, 3]))
+        if not configs.check_shape("dual", shape, "sm_90a"):
+            yield "dual", configs.select_config("dual", "sm_90a", shape), shape
+
+
+def test_sweep_reaches_only_compiled_configs():
+    """#5 asks CI to compile every sm_90a config.  The rules pick among far more multi-form
+    grouped configs than CI can compile (a form set per shape), so CI compiles each config the
+    rules reach up to its form set, and every form tile: over 3000 random shapes of each problem
+    every pick must be one of CASES / SKINNY_CASES so counted.  A new rule that reaches an
+    uncompiled config fails here with the shape that reached it: add that shape to `_cases`
+    (session 58 found 11 such configs and one form tile, (128, 224), that no CI compile held)."""
+    compiled = {(p, _rule_key(c)) for p, c, _ in CASES} | {(p, _rule_key(c)) for p, c in SKINNY_CASES}
+    tiles = set().union(*(_form_tiles(c) for _, c, _ in CASES))
+    missing = {}
+    for problem, cfg, shape in _rule_sweep():
+        if (problem, _rule_key(cfg)) not in compiled:
+            missing.setdefault(f"{problem} {cfg.short()}", shape)
+        for t in sorted(_form_tiles(cfg) - tiles):
+            missing.setdefault(f"{problem} form {t}", shape)
+    assert not missing, f"reached but not compiled in CI (config: a shape that picks it): {missing}"
 
 
 @pytest.mark.parametrize("problem,cfg,shape", CASES, ids=[f"{p}-{c.short()}" for p, c, _ in CASES])
