@@ -42,6 +42,21 @@ SM90_GROUP_SKINNY = sorted({configs.sm90_group_skinny(((m, n, k),) * g) for m in
                               for t, w, s, ks in (((16, 16), 4, 3, 2), ((32, 8), 1, 2, 4), ((64, 16), 1, 2, 2))},
                            key=lambda c: c.short())
 
+# Shapes whose sm_90a rule picks no leaderboard or hand-listed shape reached (session 58's sweep,
+# tests/test_sm90_compile.py::test_sweep_reaches_only_compiled_configs): CI compiles those
+# configs from these shapes and the GPU tests run them on them.  Dual: the stored-decode 128 x 64
+# tiles whole and split (N % 128 == 64), the swap kernel with MMA N 64, the three-warpgroup
+# mixed form stream-K; grouped: the stored-decode 128 x 64 split, and the mixed-input single
+# forms stream-K (128 x 160 / 176 / 208 / 224 -- the 224-row A tile in no other config -- and
+# 256 x 128).
+SM90_RULE_GAP_SHAPES = [
+    ("dual", (7871, 9792, 256, 2)), ("dual", (3552, 2752, 7680, 1)), ("dual", (40, 12928, 8192, 1)),
+    ("dual", (896, 2112, 14848, 1)),
+    ("group", ((328, 4736, 256), (201, 320, 256))), ("group", ((150, 12416, 4864),)),
+    ("group", ((176, 7680, 2304),) * 2), ("group", ((208, 2688, 6144),)), ("group", ((215, 6016, 6144),)),
+    ("group", ((63, 5632, 6912), (118, 12032, 6912), (8, 12032, 6912), (377, 12032, 6912))),
+]
+
 
 def sm100_cases(problem: str, extra_shapes) -> list:
     """(config, shape) per distinct sm_100a config of `problem`, the first shape that selects

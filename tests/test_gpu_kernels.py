@@ -14,7 +14,7 @@ import torch
 
 import configs
 import reference as R
-from kernel_checks import SM90_GROUP_SKINNY, SM90_SKINNY
+from kernel_checks import SM90_GROUP_SKINNY, SM90_RULE_GAP_SHAPES, SM90_SKINNY
 
 _REASON = "needs a CUDA GPU of capability (9, 0) or (10, x)"
 
@@ -543,6 +543,20 @@ def test_rule_exp112_widths():
              (((80, 4096, 7168),) * 8, configs.sm90_group_mixed(tile=(256, 80))))
     for i, (shape, want) in enumerate(cases):
         _run_group_pick(shape, want, 112 + i)
+
+
+@pytest.mark.parametrize("problem,shape", SM90_RULE_GAP_SHAPES, ids=[f"{p}-{s}" for p, s in SM90_RULE_GAP_SHAPES])
+def test_rule_gap_configs(problem, shape):
+    """The configs session 58's sweep found the sm_90a rules reach but no other test shape selects
+    (kernel_checks.SM90_RULE_GAP_SHAPES; CI compiles them): each through custom_kernel on the shape
+    that picks it (`_run`: poisoned outputs and scale padding, new tensors, a bit-exact repeat)."""
+    _skip_sm100()
+    if problem == "dual":
+        data = R.generate_input(*shape, 58, device="cuda", poison_padding=True)
+    else:
+        ms, ns, ks = (list(x) for x in zip(*shape))
+        data = R.generate_input(ms, ns, ks, len(shape), 58, device="cuda", poison_padding=True)
+    _run(data, problem)
 
 
 def test_dynamic_m_picks(monkeypatch):

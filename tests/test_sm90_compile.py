@@ -17,7 +17,7 @@ from dataclasses import replace
 import pytest
 
 import configs
-from kernel_checks import SM90_GROUP_SKINNY, SM90_SKINNY
+from kernel_checks import SM90_GROUP_SKINNY, SM90_RULE_GAP_SHAPES, SM90_SKINNY
 from nvfp4gemm import harness
 from nvfp4gemm.sm90.dual_gemm import Sm90DualGemmKernel
 from nvfp4gemm.sm90.grouped_gemm import Sm90GroupedGemmKernel
@@ -101,17 +101,9 @@ def _cases():
         # exp. 147: the counts <= 16 left to the masked skinny kernel
         seen.setdefault(("group", configs.sm90_group_mixed_dynamic(tile, masked=True, masked_above=16)),
                         ((100, 4096, 7168),) * 8)
-    # configs the rules reach that no shape above selected (session 58's sweep,
-    # `test_sweep_reaches_only_compiled_configs`): the stored-decode 128 x 64 tiles whole and split
-    # (dual, N % 128 == 64) and split (grouped), the dual swap kernel with MMA N 64, the
-    # three-warpgroup dual form stream-K, and the grouped mixed-input single forms stream-K
-    # (128 x 160 / 176 / 208 / 224 and 256 x 128)
-    for shape in ((7871, 9792, 256, 2), (3552, 2752, 7680, 1), (40, 12928, 8192, 1), (896, 2112, 14848, 1)):
-        seen.setdefault(("dual", configs.select_config("dual", "sm_90a", shape)), shape)
-    for shape in (((328, 4736, 256), (201, 320, 256)), ((150, 12416, 4864),), ((176, 7680, 2304),) * 2,
-                  ((208, 2688, 6144),), ((215, 6016, 6144),),
-                  ((63, 5632, 6912), (118, 12032, 6912), (8, 12032, 6912), (377, 12032, 6912))):
-        seen.setdefault(("group", configs.select_config("group", "sm_90a", shape, dynamic_m=False)), shape)
+    # configs the rules reach that no shape above selected (session 58's sweep)
+    for problem, shape in SM90_RULE_GAP_SHAPES:
+        seen.setdefault((problem, configs.select_config(problem, "sm_90a", shape, dynamic_m=False)), shape)
     return [(p, c, s) for (p, c), s in seen.items()]
 
 
