@@ -57,6 +57,15 @@ SM90_RULE_GAP_SHAPES = [
     ("group", ((63, 5632, 6912), (118, 12032, 6912), (8, 12032, 6912), (377, 12032, 6912))),
 ]
 
+# The same for MaskedGroupedGemm (configs.sm90_group_masked_picks): (capacities, N, K, expected_m,
+# small) whose masked skinny config no other case reached -- tiles 16 x 8 / 16 x 16 / 32 x 8 / 32 x
+# 16 / 64 x 16 with 1, 2 or 4 warps and 2 or 3 stages.
+SM90_MASKED_GAP_CASES = [
+    ([10], 1472, 6144, None, None), ([8], 2688, 2304, None, None), ([256, 256], 10624, 1024, (16, 88), True),
+    ([32], 10752, 2560, None, True), ([8, 8], 11392, 1024, None, None), ([1], 13312, 512, None, None),
+    ([8], 10816, 8192, None, None), ([558, 1024], 13184, 1792, None, True),
+]
+
 
 def sm100_cases(problem: str, extra_shapes) -> list:
     """(config, shape) per distinct sm_100a config of `problem`, the first shape that selects

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import reference as R
+from kernel_checks import SM90_MASKED_GAP_CASES
 from nvfp4gemm.formats import E4M3_NAN, permuted_index
 
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and torch.cuda.get_device_capability()[0] in (9, 10)),
@@ -154,6 +155,19 @@ def test_masked_skinny():
     sets = [[0] * 8, caps, [rnd.randint(0, c) for c in caps], [30, -1, 5, 12, 0, 16, 3, 1]]
     gemm, _data, _ref = _masked_calls(caps, 7168, 2048, sets, 1441)
     assert gemm.cfg.skinny and gemm.cfg.masked and len(gemm.configs) == 1, gemm.cfg.short()
+
+
+@pytest.mark.parametrize("caps,n,k,expected_m,small", SM90_MASKED_GAP_CASES,
+                         ids=[f"caps{c}-N{n}-K{k}" for c, n, k, _e, _s in SM90_MASKED_GAP_CASES])
+def test_masked_rule_gap_configs(caps, n, k, expected_m, small):
+    """The masked skinny configs session 58's sweep found MaskedGroupedGemm picks where no other
+    case did (kernel_checks.SM90_MASKED_GAP_CASES; CI compiles them): counts zero, full, random
+    and past the capacity, through the picks (with the mixed form beside it where `small`)."""
+    _sm90_only()
+    rnd = random.Random(58 + n + k)
+    sets = [[0] * len(caps), caps, [rnd.randint(0, c) for c in caps], [c + 3 for c in caps]]
+    gemm, _data, _ref = _masked_calls(caps, n, k, sets, 5800 + k, expected_m=expected_m, small=small)
+    assert gemm.configs[0].skinny and gemm.configs[0].masked, [c.short() for c in gemm.configs]
 
 
 @pytest.mark.parametrize("caps,n,k,expect", [

@@ -17,7 +17,7 @@ from dataclasses import replace
 import pytest
 
 import configs
-from kernel_checks import SM90_GROUP_SKINNY, SM90_RULE_GAP_SHAPES, SM90_SKINNY
+from kernel_checks import SM90_GROUP_SKINNY, SM90_MASKED_GAP_CASES, SM90_RULE_GAP_SHAPES, SM90_SKINNY
 from nvfp4gemm import harness
 from nvfp4gemm.sm90.dual_gemm import Sm90DualGemmKernel
 from nvfp4gemm.sm90.grouped_gemm import Sm90GroupedGemmKernel
@@ -145,13 +145,32 @@ def _rule_sweep(seed: int = 1, count: int = 3000):
             yield "dual", configs.select_config("dual", "sm_90a", shape), shape
 
 
+def _masked_sweep(seed: int = 1, count: int = 3000):
+    """(capacities as a grouped shape, expected_m, small) for MaskedGroupedGemm's picks: 1-256
+    groups, capacities 1-1024 (mostly equal), expected counts or none, `small` None / on / off."""
+    rnd = random.Random(seed)
+    for _ in range(count):
+        g = rnd.choice([1, 2, 4, 8, 16, 20, 40, 64, 128, 256])
+        n = rnd.choice(range(128, 14337, rnd.choice([64, 128, 256])))
+        k = rnd.choice(range(256, 8193, 256))
+        cap = rnd.choice([1, 8, 16, 32, 64, 128, 256, 512, 1024])
+        shape = tuple((cap if rnd.random() < .7 else rnd.randint(1, cap), n, k) for _ in range(g))
+        if configs.check_shape("group", shape):
+            continue
+        expected_m = rnd.choice([None, tuple(rnd.randint(0, m) for m, _, _ in shape)])
+        for small in (None, True, False):
+            yield shape, expected_m, small
+
+
 def test_sweep_reaches_only_compiled_configs():
     """#5 asks CI to compile every sm_90a config.  The rules pick among far more multi-form
     grouped configs than CI can compile (a form set per shape), so CI compiles each config the
     rules reach up to its form set, and every form tile: over 3000 random shapes of each problem
-    every pick must be one of CASES / SKINNY_CASES so counted.  A new rule that reaches an
+    (and 3000 MaskedGroupedGemm buffer sets) every pick must be one of CASES / SKINNY_CASES so
+    counted.  A new rule that reaches an
     uncompiled config fails here with the shape that reached it: add that shape to `_cases`
-    (session 58 found 11 such configs and one form tile, (128, 224), that no CI compile held)."""
+    (session 58 found 11 such configs, 8 masked skinny ones and one form tile, (128, 224), that
+    no CI compile held)."""
     compiled = {(p, _rule_key(c)) for p, c, _ in CASES} | {(p, _rule_key(c)) for p, c in SKINNY_CASES}
     tiles = set().union(*(_form_tiles(c) for _, c, _ in CASES))
     missing = {}
@@ -160,6 +179,10 @@ def test_sweep_reaches_only_compiled_configs():
             missing.setdefault(f"{problem} {cfg.short()}", shape)
         for t in sorted(_form_tiles(cfg) - tiles):
             missing.setdefault(f"{problem} form {t}", shape)
+    for shape, expected_m, small in _masked_sweep():
+        for cfg in configs.sm90_group_masked_picks(shape, expected_m, small):
+            if ("group", _rule_key(cfg)) not in compiled:
+                missing.setdefault(f"masked {cfg.short()}", (shape, expected_m, small))
     assert not missing, f"reached but not compiled in CI (config: a shape that picks it): {missing}"
 
 
@@ -228,6 +251,9 @@ SKINNY_CASES += [("group", c) for c in sorted({configs.sm90_group_masked_picks((
                                               key=lambda c: c.short())]
 # exp. 168: the masked form split over 2-CTA clusters (its early return is uniform over a cluster)
 SKINNY_CASES += [("group", configs.sm90_group_masked_picks(((16, 512, 7168),), small=True)[0])]
+# MaskedGroupedGemm's skinny configs no case above reached (session 58's sweep)
+SKINNY_CASES += [("group", c) for caps, n, k, exp, small in SM90_MASKED_GAP_CASES
+                 for c in configs.sm90_group_masked_picks(tuple((m, n, k) for m in caps), exp, small) if c.skinny]
 
 
 @pytest.mark.parametrize("problem,cfg", SKINNY_CASES, ids=[f"{p}-{c.short()}" for p, c in SKINNY_CASES])
