@@ -57,14 +57,30 @@ SM90_RULE_GAP_SHAPES = [
     ("group", ((63, 5632, 6912), (118, 12032, 6912), (8, 12032, 6912), (377, 12032, 6912))),
 ]
 
-# The same for MaskedGroupedGemm (configs.sm90_group_masked_picks): (capacities, N, K, expected_m,
-# small) whose masked skinny config no other case reached -- tiles 16 x 8 / 16 x 16 / 32 x 8 / 32 x
-# 16 / 64 x 16 with 1, 2 or 4 warps and 2 or 3 stages.
-SM90_MASKED_GAP_CASES = [
-    ([10], 1472, 6144, None, None), ([8], 2688, 2304, None, None), ([256, 256], 10624, 1024, (16, 88), True),
-    ([32], 10752, 2560, None, True), ([8, 8], 11392, 1024, None, None), ([1], 13312, 512, None, None),
-    ([8], 10816, 8192, None, None), ([558, 1024], 13184, 1792, None, True),
-]
+# MaskedGroupedGemm buffer sets (capacities, N, K, expected_m, small): tests/test_sm90_compile.py
+# compiles their picks (configs.sm90_group_masked_picks) and tests/test_gpu_masked.py runs them.
+SM90_MASKED_CASES = (
+    # exp. 146: one group, the masked skinny kernel (at capacity 256 the mixed form beside it)
+    [([m], n, 7168, None, True) for m in (1, 16, 256) for n in (256, 8192)]
+    # exp. 153: the wide table (more than 16 groups in one launch); K 2048: the 1-warp CTAs, 64 rows
+    # at 16 A rows (exps. 154-155)
+    + [([m] * 40, n, k, None, None) for m in (1, 16) for n in (256, 8192) for k in (2048, 7168)]
+    # exp. 168: the skinny form split over 2-CTA clusters (its early return is uniform over a cluster)
+    + [([16], 512, 7168, None, True)]
+    # the device-scheduled (256, 128) mixed form beside the skinny kernel (session 58: compiled, never
+    # run before)
+    + [([256] * 8, 7168, 2048, None, True)]
+    # session 58's sweep: masked skinny configs no case above reached -- tiles 16 x 8 / 16 x 16 /
+    # 32 x 8 / 32 x 16 / 64 x 16 with 1, 2 or 4 warps and 2 or 3 stages
+    + [([10], 1472, 6144, None, None), ([8], 2688, 2304, None, None), ([256, 256], 10624, 1024, (16, 88), True),
+       ([32], 10752, 2560, None, True), ([8, 8], 11392, 1024, None, None), ([1], 13312, 512, None, None),
+       ([8], 10816, 8192, None, None), ([558, 1024], 13184, 1792, None, True)])
+
+
+def sm90_masked_picks(case) -> tuple:
+    """The configs MaskedGroupedGemm picks for one SM90_MASKED_CASES entry."""
+    caps, n, k, expected_m, small = case
+    return configs.sm90_group_masked_picks(tuple((m, n, k) for m in caps), expected_m, small)
 
 
 def sm100_cases(problem: str, extra_shapes) -> list:

@@ -460,6 +460,20 @@ def test_grouped_swap_ab_poisoned_padding_and_tiny_m():
     _run_group_pick(shape, lambda cfg: cfg.swap_ab, 9)
 
 
+def test_grouped_swap_n32_split_rule():
+    """Every M_g <= 32 past the skinny kernel's 16 rows, N_g 4096 (the shape CI compiles it from):
+    the rule picks the stored-decode swap_ab kernel with 32-wide MMA N, split over K -- compiled
+    by CI but never run on a GPU before session 58 (exp. 181)."""
+    from dataclasses import replace
+
+    _skip_sm100()
+    shape = ((32, 4096, 7168), (17, 4096, 7168), (32, 4096, 7168), (24, 4096, 7168),
+             (32, 4096, 7168), (32, 4096, 7168), (29, 4096, 7168), (32, 4096, 7168))
+    want = replace(configs._sm90_swap_ab("group", 32), split_k=True)
+    assert configs.select_config("group", "sm_90a", ((32, 4096, 7168),) * 8) == want
+    _run_group_pick(shape, want, 181)
+
+
 def test_grouped_small_m_mixed64_rule():
     """Every M_g <= 64, some > 32, N_g >= 2048, K_g >= 1024 (MoE decode): the rule picks the
     grouped mixed-input kernel with 64-row A tiles (exp. 90); through custom_kernel, ragged

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import reference as R
-from kernel_checks import SM90_MASKED_GAP_CASES
+from kernel_checks import SM90_MASKED_CASES, sm90_masked_picks
 from nvfp4gemm.formats import E4M3_NAN, permuted_index
 
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and torch.cuda.get_device_capability()[0] in (9, 10)),
@@ -157,17 +157,18 @@ def test_masked_skinny():
     assert gemm.cfg.skinny and gemm.cfg.masked and len(gemm.configs) == 1, gemm.cfg.short()
 
 
-@pytest.mark.parametrize("caps,n,k,expected_m,small", SM90_MASKED_GAP_CASES,
-                         ids=[f"caps{c}-N{n}-K{k}" for c, n, k, _e, _s in SM90_MASKED_GAP_CASES])
-def test_masked_rule_gap_configs(caps, n, k, expected_m, small):
-    """The masked skinny configs session 58's sweep found MaskedGroupedGemm picks where no other
-    case did (kernel_checks.SM90_MASKED_GAP_CASES; CI compiles them): counts zero, full, random
-    and past the capacity, through the picks (with the mixed form beside it where `small`)."""
+@pytest.mark.parametrize("case", SM90_MASKED_CASES,
+                         ids=[f"caps{c[0]}x{len(c)}-N{n}-K{k}-{s}" for c, n, k, _e, s in SM90_MASKED_CASES])
+def test_masked_compiled_configs(case):
+    """Every MaskedGroupedGemm buffer set whose picks CI compiles (kernel_checks.SM90_MASKED_CASES):
+    counts zero, full, random and past the capacity, through the picks (with the mixed form
+    beside the skinny kernel where the case has one)."""
     _sm90_only()
-    rnd = random.Random(58 + n + k)
+    caps, n, k, expected_m, small = case
+    rnd = random.Random(58 + n + k + len(caps))
     sets = [[0] * len(caps), caps, [rnd.randint(0, c) for c in caps], [c + 3 for c in caps]]
     gemm, _data, _ref = _masked_calls(caps, n, k, sets, 5800 + k, expected_m=expected_m, small=small)
-    assert gemm.configs[0].skinny and gemm.configs[0].masked, [c.short() for c in gemm.configs]
+    assert tuple(gemm.configs) == tuple(sm90_masked_picks(case)), [c.short() for c in gemm.configs]
 
 
 @pytest.mark.parametrize("caps,n,k,expect", [

@@ -17,7 +17,7 @@ from dataclasses import replace
 import pytest
 
 import configs
-from kernel_checks import SM90_GROUP_SKINNY, SM90_MASKED_GAP_CASES, SM90_RULE_GAP_SHAPES, SM90_SKINNY
+from kernel_checks import SM90_GROUP_SKINNY, SM90_MASKED_CASES, SM90_RULE_GAP_SHAPES, SM90_SKINNY, sm90_masked_picks
 from nvfp4gemm import harness
 from nvfp4gemm.sm90.dual_gemm import Sm90DualGemmKernel
 from nvfp4gemm.sm90.grouped_gemm import Sm90GroupedGemmKernel
@@ -241,19 +241,10 @@ def test_compiles_f16_wgmma_no_spills(problem, cfg, shape, tmp_path):
 # the skinny (mma.sync) kernels: dual M <= 16 and grouped M_g <= 16 (tests/test_gpu_kernels.py
 # runs the same sets)
 SKINNY_CASES = [("dual", c) for c in SM90_SKINNY] + [("group", c) for c in SM90_GROUP_SKINNY]
-# exp. 146: the grouped kernel's masked form (MaskedGroupedGemm) in the configs its rule picks
-SKINNY_CASES += [("group", c) for c in sorted({configs.sm90_group_masked_picks(((m, n, 7168),), small=True)[0]
-                                               for m in (1, 16, 256) for n in (256, 8192)}, key=lambda c: c.short())]
-# exp. 153: its wide table (more than 16 groups in one launch); K 2048: the 1-warp CTAs, 64 rows
-# at 16 A rows (exps. 154-155)
-SKINNY_CASES += [("group", c) for c in sorted({configs.sm90_group_masked_picks(((m, n, k),) * 40)[0]
-                                               for m in (1, 16) for n in (256, 8192) for k in (2048, 7168)},
-                                              key=lambda c: c.short())]
-# exp. 168: the masked form split over 2-CTA clusters (its early return is uniform over a cluster)
-SKINNY_CASES += [("group", configs.sm90_group_masked_picks(((16, 512, 7168),), small=True)[0])]
-# MaskedGroupedGemm's skinny configs no case above reached (session 58's sweep)
-SKINNY_CASES += [("group", c) for caps, n, k, exp, small in SM90_MASKED_GAP_CASES
-                 for c in configs.sm90_group_masked_picks(tuple((m, n, k) for m in caps), exp, small) if c.skinny]
+# MaskedGroupedGemm's masked skinny configs (exps. 146, 153, 168 and session 58's sweep; its mixed
+# forms are the device-scheduled ones above)
+SKINNY_CASES += [("group", c) for c in sorted({c for case in SM90_MASKED_CASES for c in sm90_masked_picks(case)
+                                               if c.skinny}, key=lambda c: c.short())]
 
 
 @pytest.mark.parametrize("problem,cfg", SKINNY_CASES, ids=[f"{p}-{c.short()}" for p, c in SKINNY_CASES])
