@@ -167,10 +167,11 @@ def test_sweep_reaches_only_compiled_configs():
     grouped configs than CI can compile (a form set per shape), so CI compiles each config the
     rules reach up to its form set, and every form tile: over 3000 random shapes of each problem
     (and 3000 MaskedGroupedGemm buffer sets) every pick must be one of CASES / SKINNY_CASES so
-    counted.  A new rule that reaches an
-    uncompiled config fails here with the shape that reached it: add that shape to `_cases`
-    (session 58 found 11 such configs, 8 masked skinny ones and one form tile, (128, 224), that
-    no CI compile held)."""
+    counted.  A rule change that reaches an uncompiled config fails here with a shape that picks
+    it: add that shape to kernel_checks.SM90_RULE_GAP_SHAPES (or the buffer set to
+    SM90_MASKED_CASES), which CI compiles and the GPU tests run.  Session 58 found 19 such
+    configs (11 of the rules, 8 of MaskedGroupedGemm; one with the (128, 224) form tile, in no
+    compiled config before)."""
     compiled = {(p, _rule_key(c)) for p, c, _ in CASES} | {(p, _rule_key(c)) for p, c in SKINNY_CASES}
     tiles = set().union(*(_form_tiles(c) for _, c, _ in CASES))
     missing = {}
