@@ -162,26 +162,36 @@ def _masked_sweep(seed: int = 1, count: int = 3000):
             yield shape, expected_m, small
 
 
+def _accepts(problem, cfg, shape):
+    """The pick's kernel accepts the shape the shape rules accepted (else the dispatcher would
+    refuse a legal input by the kernel's name)."""
+    cls = harness.kernel_module(problem, "sm_90a", cfg)[1]
+    cls.can_implement(cfg, *shape) if problem == "dual" else cls.can_implement(cfg, shape)
+
+
 def test_sweep_reaches_only_compiled_configs():
     """#5 asks CI to compile every sm_90a config.  The rules pick among far more multi-form
     grouped configs than CI can compile (a form set per shape), so CI compiles each config the
     rules reach up to its form set, and every form tile: over 3000 random shapes of each problem
     (and 3000 MaskedGroupedGemm buffer sets) every pick must be one of CASES / SKINNY_CASES so
-    counted.  A rule change that reaches an uncompiled config fails here with a shape that picks
-    it: add that shape to kernel_checks.SM90_RULE_GAP_SHAPES (or the buffer set to
-    SM90_MASKED_CASES), which CI compiles and the GPU tests run.  Session 58 found 19 such
+    counted, and must accept the shape that picked it.  A rule change that reaches an uncompiled
+    config fails here with a shape that picks it: add that shape to
+    kernel_checks.SM90_RULE_GAP_SHAPES (or the buffer set to SM90_MASKED_CASES), which CI
+    compiles and the GPU tests run.  Session 58 found 19 such
     configs (11 of the rules, 8 of MaskedGroupedGemm; one with the (128, 224) form tile, in no
     compiled config before)."""
     compiled = {(p, _rule_key(c)) for p, c, _ in CASES} | {(p, _rule_key(c)) for p, c in SKINNY_CASES}
     tiles = set().union(*(_form_tiles(c) for _, c, _ in CASES))
     missing = {}
     for problem, cfg, shape in _rule_sweep():
+        _accepts(problem, cfg, shape)
         if (problem, _rule_key(cfg)) not in compiled:
             missing.setdefault(f"{problem} {cfg.short()}", shape)
         for t in sorted(_form_tiles(cfg) - tiles):
             missing.setdefault(f"{problem} form {t}", shape)
     for shape, expected_m, small in _masked_sweep():
         for cfg in configs.sm90_group_masked_picks(shape, expected_m, small):
+            _accepts("group", cfg, shape)
             if ("group", _rule_key(cfg)) not in compiled:
                 missing.setdefault(f"masked {cfg.short()}", (shape, expected_m, small))
     assert not missing, f"reached but not compiled in CI (config: a shape that picks it): {missing}"
