@@ -35,3 +35,22 @@ def test_gflop():
 def test_no_gpu_exit_code(capsys):
     assert fuzz_gpu.main(["--count", "1"]) == 2
     assert "no CUDA GPU" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("problem", ["dual", "group"])
+def test_truth_error_measures_against_fp64(problem):
+    """The fp64 check behind the "TOL" verdict: the fp32 reference's own output sits well inside the
+    tolerance of the fp64 truth, and one element moved by 2 x tolerance is reported at ~2."""
+    import reference as R
+
+    if problem == "dual":
+        data = R.generate_input(128, 256, 512, 2, 3, device="cpu")
+    else:
+        data = R.generate_input([40, 128], [256, 128], [512, 256], 2, 3, device="cpu")
+    ref = R.ref_kernel(data)
+    assert fuzz_gpu.truth_error(data, ref) < 0.6
+    outs = [ref.clone()] if problem == "dual" else [o.clone() for o in ref]
+    t = outs[-1][1, 2, 0].item()
+    outs[-1][1, 2, 0] = t + 2 * (R.ATOL + R.RTOL * abs(t))
+    got = fuzz_gpu.truth_error(data, outs[0] if problem == "dual" else outs)
+    assert 1.5 < got < 2.6, got

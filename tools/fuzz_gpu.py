@@ -6,7 +6,12 @@ K % 256, L 1-3 for the dual problem; 1-20 groups of ragged M_g for grouped -- ke
 shape rules accept (`configs.check_shape`) and whose FLOPs stay under `--max-gflop`, and runs
 each once: outputs NaN-poisoned, scale padding poisoned, then every output element written and
 within the tolerance of the CPU-portable reference (`reference.check_implementation`).
-Prints one line per case and a summary; `--json` keeps every case (shape, config, result, time).
+Where that check fails, the case is also compared with an fp64 ground truth at the same
+tolerance: "TOL" marks an output within it (beyond the leaderboard's K <= 7168, an element
+whose sum cancels heavily can differ from the fp32 reference by more than 1e-3 while both sit
+inside the tolerance of the truth: the reference's own fp32 error counts against the kernel;
+exp. 182), "FAIL" one outside it.  Prints one line per case and a summary; `--json` keeps every
+case (shape, config, result, time); the exit status is 1 on any FAIL.
 
     python3 tools/fuzz_gpu.py --count 150 --seed 1 --json fuzz.json [--draw wide] [--problem dual]
 """
@@ -81,15 +86,35 @@ def run_case(problem: str, shape, seed: int, wide: bool) -> dict:
         out = custom_kernel(data)
         torch.cuda.synchronize()
     except Exception as e:  # reported per case, the fuzz goes on
-        row.update(ok=False, msg=f"{type(e).__name__}: {e}"[:400], s=round(time.time() - t0, 2))
+        row.update(ok=False, msg=f"{type(e).__name__}: {e}"[:400], s=round(time.time() - t0, 2), verdict="FAIL")
         return row
     row["s"] = round(time.time() - t0, 2)
     if any(torch.isnan(c).any() for c in outs):
-        row.update(ok=False, msg="output not fully written (NaN left)")
+        row.update(ok=False, msg="output not fully written (NaN left)", verdict="FAIL")
         return row
     ok, msg = R.check_implementation(data, out)
-    row.update(ok=ok, msg=msg[:400])
+    row.update(ok=ok, msg=msg[:400], verdict="ok")
+    if not ok:
+        worst = truth_error(data, out)
+        row.update(truth_err_over_tol=round(worst, 3), verdict="TOL" if worst <= 1.0 else "FAIL")
     return row
+
+
+def truth_error(data, out) -> float:
+    """The largest |output - fp64 truth| / (atol + rtol |truth|) over all elements."""
+    import torch
+
+    with torch.no_grad():
+        if R.is_dual(data):
+            a, b1, b2, sfa, sfb1, sfb2 = data[:6]
+            fa = R._dequant(a, sfa).double()
+            x1 = torch.bmm(fa, R._dequant(b1, sfb1).double().transpose(1, 2))
+            x2 = torch.bmm(fa, R._dequant(b2, sfb2).double().transpose(1, 2))
+            pairs = [(out, (torch.nn.functional.silu(x1) * x2).permute(1, 2, 0))]
+        else:
+            pairs = [(o, torch.bmm(R._dequant(a, sfa).double(), R._dequant(b, sfb).double().transpose(1, 2))
+                      .permute(1, 2, 0)) for o, (a, b, _c), (sfa, sfb) in zip(out, data[0], data[1])]
+        return max(((o.double() - t).abs() / (R.ATOL + R.RTOL * t.abs())).max().item() for o, t in pairs)
 
 
 def main(argv=None) -> int:
@@ -116,10 +141,13 @@ def main(argv=None) -> int:
         for i, shape in enumerate(shapes(problem, rnd, args.count, args.max_gflop, arch)):
             row = run_case(problem, shape, args.seed * 100003 + i, args.draw == "wide")
             rows.append(row)
-            print(f"{'ok  ' if row['ok'] else 'FAIL'} {problem:5} {str(shape)[:90]:90} {row['config']:40} "
-                  f"{row['s']:6.2f}s {row['msg'][:120] if not row['ok'] else ''}", flush=True)
-    bad = [r for r in rows if not r["ok"]]
-    print(f"fuzz_gpu: {len(rows) - len(bad)} of {len(rows)} cases correct ({arch}, {args.draw} draw, "
+            note = "" if row["ok"] else f"{row['msg'][:120]} (fp64 truth: {row.get('truth_err_over_tol', '-')} x tol)"
+            print(f"{row['verdict']:4} {problem:5} {str(shape)[:90]:90} {row['config']:40} {row['s']:6.2f}s {note}",
+                  flush=True)
+    bad = [r for r in rows if r["verdict"] == "FAIL"]
+    tol = [r for r in rows if r["verdict"] == "TOL"]
+    print(f"fuzz_gpu: {len(rows) - len(bad) - len(tol)} of {len(rows)} cases pass the reference check, {len(tol)} "
+          f"fail it but are within the tolerance of the fp64 truth, {len(bad)} fail ({arch}, {args.draw} draw, "
           f"seed {args.seed}, {time.time() - t0:.0f} s)")
     if args.json:
         with open(args.json, "w") as f:
