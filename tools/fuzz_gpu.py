@@ -69,12 +69,11 @@ def make_input(problem: str, shape, seed: int, wide: bool):
     return R.generate_input(ms, ns, ks, len(shape), seed, device="cuda", poison_padding=True, wide=wide)
 
 
-def run_case(problem: str, shape, seed: int, wide: bool) -> dict:
+def run_case(problem: str, shape, seed: int, wide: bool, arch: str) -> dict:
     import torch
 
     from nvfp4gemm.dispatch import custom_kernel
 
-    arch = "sm_100a" if torch.cuda.get_device_capability()[0] == 10 else "sm_90a"
     row = {"problem": problem, "shape": shape, "seed": seed, "gflop": round(gflop(problem, shape), 3),
            "config": configs.select_config(problem, arch, shape).short()}
     data = make_input(problem, shape, seed, wide)
@@ -139,7 +138,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     for problem in problems:
         for i, shape in enumerate(shapes(problem, rnd, args.count, args.max_gflop, arch)):
-            row = run_case(problem, shape, args.seed * 100003 + i, args.draw == "wide")
+            row = run_case(problem, shape, args.seed * 100003 + i, args.draw == "wide", arch)
             rows.append(row)
             note = "" if row["ok"] else f"{row['msg'][:120]} (fp64 truth: {row.get('truth_err_over_tol', '-')} x tol)"
             print(f"{row['verdict']:4} {problem:5} {str(shape)[:90]:90} {row['config']:40} {row['s']:6.2f}s {note}",
