@@ -124,23 +124,19 @@ def _form_tiles(cfg):
 
 
 def _rule_sweep(seed: int = 1, count: int = 3000):
-    """(problem, config, shape) the rules pick for `count` random legal shapes of each problem
-    (grouped: 1-20 groups, ragged M_g of up to 16 / 64 / 256 / 600 rows, N_g % 64, K_g % 256, with and
-    without NVFP4_DYNAMIC_M; dual: M from 1 to 8192 in four bands, N % 64, K % 256, L 1-3)."""
+    """(problem, config, shape) the rules pick for `count` random legal shapes of each problem,
+    drawn as tools/fuzz_gpu.py draws them for the GPU (grouped: 1-20 groups, ragged M_g of up to 16
+    / 64 / 256 / 600 rows, N_g % 64, K_g % 256, with and without NVFP4_DYNAMIC_M; dual: M from 1 to
+    8192 in four bands, N % 64, K % 256, L 1-3)."""
+    from tools.fuzz_gpu import dual_shape, group_shape
+
     rnd = random.Random(seed)
     for _ in range(count):
-        g = rnd.choice([1, 2, 3, 4, 8, 8, 12, 16, 20])
-        n = rnd.choice(range(128, 14337, rnd.choice([64, 128, 256])))
-        k = rnd.choice(range(256, 8193, 256))
-        mmax = rnd.choice([16, 64, 256, 600])
-        shape = tuple((rnd.randint(1, mmax), n if rnd.random() < .8 else rnd.choice(range(128, 8193, 128)), k)
-                      for _ in range(g))
+        shape = group_shape(rnd)
         if not configs.check_shape("group", shape):
             for dyn in (False, True):
                 yield "group", configs.select_config("group", "sm_90a", shape, dynamic_m=dyn), shape
-        m = rnd.choice([rnd.randint(1, 16), rnd.randint(17, 64), rnd.randint(65, 1024), rnd.randint(1025, 8192)])
-        shape = (m, rnd.choice(range(64, 14337, rnd.choice([64, 128, 192, 256]))), rnd.choice(range(256, 16385, 256)),
-                 rnd.choice([1, 1, 1, 2, 3]))
+        shape = dual_shape(rnd)
         if not configs.check_shape("dual", shape, "sm_90a"):
             yield "dual", configs.select_config("dual", "sm_90a", shape), shape
 
