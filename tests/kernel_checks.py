@@ -186,6 +186,139 @@ def check_multicast_loads_split(ptx: str, at_least: int) -> None:
     assert len(loads) >= at_least, f"{len(loads)} multicast TMA loads, expected at least {at_least}"
 
 
+# ---- TMEM operands of the MMA warp: which columns each tcgen05.cp writes and each tcgen05.mma reads
+_SYM_DEF = re.compile(r"^(?:@!?%p\d+\s+)?[a-z][\w.:]*\s+(%r\d+)[,|]")
+
+
+def _tmem_linear_values(ptx: str) -> tuple:
+    """Each 32-bit register's value as a linear form {term: coefficient} over the TMEM base "T"
+    (the value tcgen05.alloc writes to shared memory, read back with ld.shared.u32), the shared
+    memory base "S" and opaque registers.  Only registers defined once are followed (a register
+    a loop redefines stays opaque, so a stage or tile index shows as its own term).  Returns
+    (values, lin): lin(token) is a token's linear form."""
+    lines = [ln.split("//")[0].strip() for ln in ptx.splitlines()]
+    defs = {}
+    for ln in lines:
+        m = _SYM_DEF.match(ln)
+        if m:
+            defs[m.group(1)] = defs.get(m.group(1), 0) + 1
+    vals = {}
+
+    def lin(tok):
+        tok = tok.strip()
+        if re.fullmatch(r"-?\d+", tok):
+            return {"1": int(tok)}
+        if tok == "__dynamic_shmem__0":
+            return {"S": 1}
+        return dict(vals.get(tok, {tok: 1}))
+
+    def add(*forms, sign=(1, 1)):
+        out = {}
+        for f, sg in zip(forms, sign):
+            for k, v in f.items():
+                out[k] = out.get(k, 0) + sg * v
+        return {k: v for k, v in out.items() if v}
+
+    def addr(text):  # "[%r1+200]" / "[__dynamic_shmem__0+200]" -> linear form
+        base, _, off = text.strip("[]").partition("+")
+        return add(lin(base), {"1": int(off)} if off else {})
+
+    def evaluate(slot):
+        for ln in lines:
+            m = re.match(r"tcgen05\.alloc\S*\s+(\[[^\]]+\])", ln)
+            if m:
+                yield addr(m.group(1))
+            m = re.match(r"ld\.shared\.u32\s+(%r\d+),\s*(\[[^\]]+\]);", ln)
+            if m and slot is not None and defs.get(m.group(1)) == 1 and addr(m.group(2)) == slot:
+                vals[m.group(1)] = {"T": 1}
+                continue
+            m = re.match(r"(add|sub)\.[su]32\s+(%r\d+),\s*([^,]+),\s*([^;]+);", ln)
+            if m and defs.get(m.group(2)) == 1:
+                vals[m.group(2)] = add(lin(m.group(3)), lin(m.group(4)), sign=(1, 1 if m.group(1) == "add" else -1))
+                continue
+            m = re.match(r"shl\.b32\s+(%r\d+),\s*([^,]+),\s*(\d+);", ln)
+            if m and defs.get(m.group(1)) == 1:
+                vals[m.group(1)] = {k: v << int(m.group(3)) for k, v in lin(m.group(2)).items()}
+                continue
+            m = re.match(r"mov\.[ub]32\s+(%r\d+),\s*([^;]+);", ln)
+            if m and defs.get(m.group(1)) == 1:
+                vals[m.group(1)] = lin(m.group(2))
+
+    # The MMA warp's code comes before the allocating warp's in the PTX: find the slot first.
+    slots = list(evaluate(None))
+    assert len(set(map(lambda f: tuple(sorted(f.items())), slots))) == 1, f"tcgen05.alloc slots {slots}"
+    vals.clear()
+    for _ in evaluate(slots[0]):
+        pass
+    return vals, lin
+
+
+def check_tmem_operands(ptx: str, cfg) -> None:
+    """The MMA warp's TMEM columns, followed from the allocated base T through the PTX's
+    integer arithmetic, against the kernels' layout ([accumulators of every stage][SFA][SFB per
+    GEMM], nvfp4gemm/sm100/common.py; sized by `configs.sm100_tmem_columns`):
+    - the tcgen05.cp of a k-block write the scale-factor columns in turn (SFA, then each GEMM's
+      SFB: the order of their sources), 4 per 64-wide MMA k-step per operand;
+    - GEMM g's MMA at k-step j accumulates into T + g * N (+ a stage index x GEMMs * N when there
+      are several accumulator stages) and reads SFA at T + ACC + 4j and its own SFB at
+      T + ACC + SFA + g * SFB + 4j, plus 2 x (a tile-parity term) for 64-wide N tiles, whose
+      128-row SFB atom holds two tiles' scales (NVIDIA's example shifts the same way);
+    - every (GEMM, k-step) pair is issued once per k-block, and the highest column used stays
+      inside the model.
+    A wrong SFB operand (B2's scales on B1's MMA), k-step slice or accumulator offset compiles and
+    passes every count check; this fails on it."""
+    from nvfp4gemm.sm100.common import MMA_INST_PER_KBLOCK
+
+    vals, lin = _tmem_linear_values(ptx)
+    cta_m, n = cfg.cta_tile_mn
+    gemms = cfg.gemms
+    acc_cols = gemms * n * cfg.acc_stages
+    sfa_cols = (cta_m // 32) * 4
+    sfb_cols = (configs.round_up(n, 128) // 32) * 4
+    assert acc_cols + sfa_cols + gemms * sfb_cols == configs.sm100_tmem_columns(cfg)
+
+    def split(form, what):
+        assert form.get("T") == 1, f"{what} {form} is not an offset from the TMEM base"
+        rest = {k: v for k, v in form.items() if k not in ("T", "1")}
+        return form.get("1", 0), rest
+
+    cps = [split(lin(r), "tcgen05.cp destination")
+           for r in re.findall(r"^\s*tcgen05\.cp\S*\s+\[(%r\d+)\]", ptx, re.M)]
+    assert all(not rest for _, rest in cps), f"tcgen05.cp destinations not constant offsets: {cps}"
+    # In issue order: the kernels copy SFA's k-steps, then each GEMM's SFB's (`s2t_copies`, whose
+    # smem sources come in the same order), so a copy into another operand's columns shows here.
+    want_cps = [acc_cols + 4 * i for i in range((sfa_cols + gemms * sfb_cols) // 4)]
+    assert [c for c, _ in cps] == want_cps, (
+        f"tcgen05.cp writes columns {[c for c, _ in cps]} in turn, the layout's scale factors are {want_cps}")
+
+    mmas = re.findall(r"^\s*tcgen05\.mma\S*\s+\[(%r\d+)\],\s*%rd\d+,\s*%rd\d+,\s*%r\d+,"
+                      r"\s*\[(%r\d+)\],\s*\[(%r\d+)\]", ptx, re.M)
+    assert len(mmas) == gemms * MMA_INST_PER_KBLOCK, f"{len(mmas)} block-scaled MMAs parsed"
+    seen = set()
+    for acc_r, sfa_r, sfb_r in mmas:
+        acc, acc_rest = split(lin(acc_r), "accumulator")
+        sfa, sfa_rest = split(lin(sfa_r), "SFA operand")
+        sfb, sfb_rest = split(lin(sfb_r), "SFB operand")
+        assert acc % n == 0 and 0 <= acc // n < gemms, f"accumulator at column {acc}, not a GEMM's N offset"
+        g = acc // n
+        if cfg.acc_stages > 1:
+            assert list(acc_rest.values()) == [gemms * n], f"accumulator stage stride {acc_rest}, expected {gemms * n}"
+        else:
+            assert not acc_rest, f"accumulator of one stage has a variable offset {acc_rest}"
+        assert not sfa_rest, f"SFA operand has a variable column {sfa_rest}"
+        j, r = divmod(sfa - acc_cols, 4)
+        assert r == 0 and 0 <= j < MMA_INST_PER_KBLOCK, f"SFA at column {sfa}, not a k-step of the SFA columns"
+        want_sfb = acc_cols + sfa_cols + g * sfb_cols + 4 * j
+        assert sfb == want_sfb, f"GEMM {g} k-step {j} reads SFB at column {sfb}, its scales are at {want_sfb}"
+        if n == 64:
+            assert sfb_rest and {abs(v) for v in sfb_rest.values()} == {2}, (
+                f"64-wide N tile: SFB shift {sfb_rest}, expected 2 x (the tile's parity)")
+        else:
+            assert not sfb_rest, f"SFB operand has a variable column {sfb_rest}"
+        assert (g, j) not in seen, f"GEMM {g} k-step {j} issued twice in one k-block"
+        seen.add((g, j))
+
+
 def check_resources(ck) -> None:
     """ptxas: no spills, no stack frame, no performance advisory; shared memory fits one CTA
     per SM."""
