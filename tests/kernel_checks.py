@@ -263,8 +263,9 @@ def check_tmem_operands(ptx: str, cfg) -> None:
       are several accumulator stages) and reads SFA at T + ACC + 4j and its own SFB at
       T + ACC + SFA + g * SFB + 4j, plus 2 x (a tile-parity term) for 64-wide N tiles, whose
       128-row SFB atom holds two tiles' scales (NVIDIA's example shifts the same way);
-    - every (GEMM, k-step) pair is issued once per k-block, and the highest column used stays
-      inside the model.
+    - every (GEMM, k-step) pair is issued once per k-block; the scale columns end at the model's
+      count.  The stage index's range is not visible in the PTX (the kernels' trace-time asserts
+      tie the allocation to the model).
     A wrong SFB operand (B2's scales on B1's MMA), k-step slice or accumulator offset compiles and
     passes every count check; this fails on it."""
     from nvfp4gemm.sm100.common import MMA_INST_PER_KBLOCK
