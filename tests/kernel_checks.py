@@ -190,7 +190,7 @@ def check_multicast_loads_split(ptx: str, at_least: int) -> None:
 _SYM_DEF = re.compile(r"^(?:@!?%p\d+\s+)?[a-z][\w.:]*\s+(%r\d+)[,|]")
 
 
-def _tmem_linear_values(ptx: str) -> tuple:
+def _ptx_linear_values(ptx: str) -> tuple:
     """Each 32-bit register's value as a linear form {term: coefficient} over the TMEM base "T"
     (the value tcgen05.alloc writes to shared memory, read back with ld.shared.u32), the shared
     memory base "S" and opaque registers.  Only registers defined once are followed (a register
@@ -270,7 +270,7 @@ def check_tmem_operands(ptx: str, cfg) -> None:
     passes every count check; this fails on it."""
     from nvfp4gemm.sm100.common import MMA_INST_PER_KBLOCK
 
-    vals, lin = _tmem_linear_values(ptx)
+    vals, lin = _ptx_linear_values(ptx)
     cta_m, n = cfg.cta_tile_mn
     gemms = cfg.gemms
     acc_cols = gemms * n * cfg.acc_stages
@@ -318,6 +318,43 @@ def check_tmem_operands(ptx: str, cfg) -> None:
             assert not sfb_rest, f"SFB operand has a variable column {sfb_rest}"
         assert (g, j) not in seen, f"GEMM {g} k-step {j} issued twice in one k-block"
         seen.add((g, j))
+
+
+def check_barrier_inits(ptx: str, cfg) -> None:
+    """Every mbarrier's arrival count in the PTX, in shared-memory order (SharedStorage in
+    nvfp4gemm/sm100/common.py: ab, acc, tile-ring barriers, full then empty, then the 2-CTA TMEM
+    dealloc barrier), against counts derived here from the config alone.  A count above the
+    arrivals made hangs the first wait on it; one below lets a stage be reused early.  The ab
+    stage's empty barrier: one commit from each leader MMA that reads data this CTA loaded --
+    the pairs of its cluster row (A multicast along N), those of its column (B multicast along
+    M), its own pair once."""
+    from nvfp4gemm.sm100.common import EPI_WARPS
+    from nvfp4gemm.scheduler import TileInfoPipeline
+
+    cl_m, cl_n = cfg.cluster_mn
+    ab_empty = cl_n + cl_m // cfg.cta_group - 1
+    ring = TileInfoPipeline.stages_for(cfg.acc_stages)
+    want = ([("ab full", 1)] * cfg.ab_stages + [("ab empty", ab_empty)] * cfg.ab_stages
+            + [("acc full", 1)] * cfg.acc_stages
+            # every epilogue warp of both CTAs of a pair releases the leader's accumulator
+            + [("acc empty", len(EPI_WARPS) * cfg.cta_group)] * cfg.acc_stages
+            # the scheduler's entries, read by the MMA warp and each epilogue warp
+            + [("tile-ring full", 1)] * ring + [("tile-ring empty", 1 + len(EPI_WARPS))] * ring
+            # the pair's TMEM dealloc handshake: the peer's allocator warp, 32 threads
+            + ([("TMEM dealloc", 32)] if cfg.cta_group == 2 else []))
+    _, lin = _ptx_linear_values(ptx)
+    got = []
+    for a, c in re.findall(r"^\s*mbarrier\.init\S*\s+\[(%r\d+|[\w+]+)\],\s*(%r\d+|\d+);", ptx, re.M):
+        addr, count = lin(a), lin(c)
+        assert set(addr) <= {"S", "1"} and addr.get("S") == 1, f"mbarrier at {addr}: not a shared-memory offset"
+        assert set(count) <= {"1"}, f"mbarrier count {count} is not a constant"
+        got.append((addr.get("1", 0), count.get("1", 0)))
+    got.sort()
+    assert [o for o, _ in got] == [8 * i for i in range(len(got))], f"mbarrier offsets {[o for o, _ in got]}"
+    bad = [(8 * i, name, n, c) for i, ((name, n), (_, c)) in enumerate(zip(want, got)) if n != c]
+    assert len(got) == len(want) and not bad, (
+        f"{len(got)} mbarriers, expected {len(want)}; (offset, barrier, expected, initialised) that differ: {bad}")
+    assert "fence.mbarrier_init" in ptx or cfg.cluster_mn == (1, 1), "no fence.mbarrier_init before cluster use"
 
 
 def check_resources(ck) -> None:

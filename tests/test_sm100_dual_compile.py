@@ -4,7 +4,8 @@ For every sm_100a dual config in CONFIG_MAP and the config `select_config` picks
 leaderboard test shape (plus one M = 128 x odd shape, which takes the 1-CTA path): compile
 for sm_100a, then check the PTX issues NVFP4 block-scaled MMAs with 16-element scale blocks
 (both GEMMs' per k-block, with SFA's and both SFBs' scale copies; the TMEM columns each copy
-writes and each MMA reads: accumulators, SFA, each GEMM's own SFB, the N=64 tiles' shift),
+writes and each MMA reads: accumulators, SFA, each GEMM's own SFB, the N=64 tiles' shift;
+every mbarrier's arrival count against counts derived from the config),
 ptxas reports no spills and no stack frame, and the shared memory fits one CTA per SM.
 Distinct configs are compiled once (the kernel takes shapes at run time).  The PTX and
 ptxas checks are shared with the grouped GEMM's tests (tests/kernel_checks.py).
@@ -17,7 +18,7 @@ import pytest
 import configs
 from kernel_checks import (
     check_mma_issue, check_multicast_loads_split, check_nvfp4_block_scaled_mma, check_resources,
-    check_tmem_operands,
+    check_barrier_inits, check_tmem_operands,
     compile_with_ptx, sm100_cases,
 )
 from nvfp4gemm.sm100.dual_gemm import Sm100DualGemmKernel
@@ -34,6 +35,7 @@ def test_compiles_nvfp4_mma_no_spills(cfg, shape, tmp_path):
     check_nvfp4_block_scaled_mma(ptx, cfg.cta_group)
     check_mma_issue(ptx, gemms=2)
     check_tmem_operands(ptx, cfg)
+    check_barrier_inits(ptx, cfg)
     check_multicast_loads_split(ptx, at_least=2 if cfg.cta_group == 2 else 0)
     check_resources(ck)
 

@@ -5,7 +5,7 @@ Compiles every sm_100a grouped CONFIG_MAP entry and the config `select_config` p
 leaderboard grouped test case (distinct configs once: the kernel takes shapes, pointers and
 the group count at run time), then checks the PTX: NVFP4 block-scaled tcgen05.mma with
 16-element scale blocks (one GEMM's 4 per k-block, SFA's and SFB's scale copies; the TMEM
-columns each copy writes and each MMA reads), the main
+columns each copy writes and each MMA reads; every mbarrier's arrival count), the main
 kernel reading per-group descriptors (tensormap acquire + prefetch) and never editing one, no
 spills, no stack frame, shared memory within one CTA per SM.  The setup-only function of each config: one tensormap.replace of the address and one
 release copy per descriptor (A, B, SFA, SFB, C), no MMA.  The PTX and ptxas checks common
@@ -23,7 +23,7 @@ import reference as R
 from configs import KernelConfig
 from kernel_checks import (
     check_mma_issue, check_multicast_loads_split, check_nvfp4_block_scaled_mma, check_resources,
-    check_tmem_operands,
+    check_barrier_inits, check_tmem_operands,
     compile_with_ptx, sm100_cases,
 )
 from nvfp4gemm import harness
@@ -45,6 +45,7 @@ def test_compiles_nvfp4_mma_no_spills(cfg, shapes, tmp_path):
     check_nvfp4_block_scaled_mma(ptx, cfg.cta_group)
     check_mma_issue(ptx, gemms=1)
     check_tmem_operands(ptx, cfg)
+    check_barrier_inits(ptx, cfg)
     check_multicast_loads_split(ptx, at_least=1 if cfg.cta_group == 2 else 0)
 
     # The main kernel never edits a descriptor; it loads through per-group descriptor
