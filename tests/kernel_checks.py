@@ -344,8 +344,10 @@ def check_barrier_inits(ptx: str, cfg) -> None:
             + ([("TMEM dealloc", 32)] if cfg.cta_group == 2 else []))
     _, lin = _ptx_linear_values(ptx)
     got = []
-    for a, c in re.findall(r"^\s*mbarrier\.init\S*\s+\[(%r\d+|[\w+]+)\],\s*(%r\d+|\d+);", ptx, re.M):
-        addr, count = lin(a), lin(c)
+    for a, c in re.findall(r"^\s*mbarrier\.init\S*\s+\[([^\]]+)\],\s*(%r\d+|\d+);", ptx, re.M):
+        base, _, off = a.partition("+")  # "%r7" or "__dynamic_shmem__0+48"
+        addr, count = dict(lin(base)), lin(c)
+        addr["1"] = addr.get("1", 0) + int(off or 0)
         assert set(addr) <= {"S", "1"} and addr.get("S") == 1, f"mbarrier at {addr}: not a shared-memory offset"
         assert set(count) <= {"1"}, f"mbarrier count {count} is not a constant"
         got.append((addr.get("1", 0), count.get("1", 0)))
