@@ -204,8 +204,11 @@ def _ptx_linear_values(ptx: str) -> tuple:
             defs[m.group(1)] = defs.get(m.group(1), 0) + 1
     vals = {}
 
-    def lin(tok):
-        tok = tok.strip()
+    def lin(tok):  # a register, an immediate, the smem base, or "base+offset" (an address)
+        tok = tok.strip().strip("[]")
+        if "+" in tok:
+            base, _, off = tok.partition("+")
+            return add(lin(base), {"1": int(off)})
         if re.fullmatch(r"-?\d+", tok):
             return {"1": int(tok)}
         if tok == "__dynamic_shmem__0":
@@ -219,17 +222,13 @@ def _ptx_linear_values(ptx: str) -> tuple:
                 out[k] = out.get(k, 0) + sg * v
         return {k: v for k, v in out.items() if v}
 
-    def addr(text):  # "[%r1+200]" / "[__dynamic_shmem__0+200]" -> linear form
-        base, _, off = text.strip("[]").partition("+")
-        return add(lin(base), {"1": int(off)} if off else {})
-
     def evaluate(slot):
         for ln in lines:
             m = re.match(r"tcgen05\.alloc\S*\s+(\[[^\]]+\])", ln)
             if m:
-                yield addr(m.group(1))
+                yield lin(m.group(1))
             m = re.match(r"ld\.shared\.u32\s+(%r\d+),\s*(\[[^\]]+\]);", ln)
-            if m and slot is not None and defs.get(m.group(1)) == 1 and addr(m.group(2)) == slot:
+            if m and slot is not None and defs.get(m.group(1)) == 1 and lin(m.group(2)) == slot:
                 vals[m.group(1)] = {"T": 1}
                 continue
             m = re.match(r"(add|sub)\.[su]32\s+(%r\d+),\s*([^,]+),\s*([^;]+);", ln)
@@ -345,9 +344,7 @@ def check_barrier_inits(ptx: str, cfg) -> None:
     _, lin = _ptx_linear_values(ptx)
     got = []
     for a, c in re.findall(r"^\s*mbarrier\.init\S*\s+\[([^\]]+)\],\s*(%r\d+|\d+);", ptx, re.M):
-        base, _, off = a.partition("+")  # "%r7" or "__dynamic_shmem__0+48"
-        addr, count = dict(lin(base)), lin(c)
-        addr["1"] = addr.get("1", 0) + int(off or 0)
+        addr, count = lin(a), lin(c)  # a: "%r7" or "__dynamic_shmem__0+48"
         assert set(addr) <= {"S", "1"} and addr.get("S") == 1, f"mbarrier at {addr}: not a shared-memory offset"
         assert set(count) <= {"1"}, f"mbarrier count {count} is not a constant"
         got.append((addr.get("1", 0), count.get("1", 0)))
