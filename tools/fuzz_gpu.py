@@ -131,7 +131,9 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("fuzz_gpu: no CUDA GPU here", file=sys.stderr)
         return 2
-    arch = "sm_100a" if torch.cuda.get_device_capability()[0] == 10 else "sm_90a"
+    from nvfp4gemm.validate import arch_of_capability
+
+    arch = arch_of_capability(torch.cuda.get_device_capability())  # the dispatcher's map; unsupported GPUs raise
     rnd = random.Random(args.seed)
     problems = ["dual", "group"] if args.problem == "both" else [args.problem]
     rows = []
