@@ -196,6 +196,7 @@ _WIDE_260 = ([16, 5, 9, 16] * 65, 256, 512, 2)  # 260 groups, skinny: two wide-t
     (*_WIDE_24, True), (*_MIXED_40, True), (*_MIXED_40, False), (*_WIDE_260, True), (*_WIDE_260, False),
 ], ids=["g24_skinny_wide", "g40_mixed-side_by_side", "g40_mixed-stream_order", "g260_skinny_wide-side_by_side",
         "g260_skinny_wide-stream_order"])
+@pytest.mark.graphs
 def test_masked_more_groups_than_a_launch(caps, n, k, launches, streams, monkeypatch):
     """More groups than one launch's table: the masked skinny kernel's wide table (exp. 153: up to
     256 groups in one launch), else one object per range of groups (exp. 152: boundaries at
@@ -251,6 +252,7 @@ def _replays_checked(graph, counts_dev, data, ref, saved, gemm, caps, raw_sets):
         _check(data, ref, gemm.outputs, counts, f"graph replay, counts {raw}")
 
 
+@pytest.mark.graphs
 def test_masked_graph_replay():
     """A torch.cuda.graph of the call replays with the counts the tensor holds at replay time;
     then custom_kernel on the same buffers (full capacity) and a masked call again, both correct

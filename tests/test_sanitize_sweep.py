@@ -83,3 +83,87 @@ def test_fixed_test_seed_names_the_node_ids():
     ids = [ln for ln in r.stdout.splitlines() if "::test_dual[" in ln]
     assert ids and sum("-424242]" in i for i in ids) == sum("-1111]" in i for i in ids) == len(ids) // 2
 
+
+
+# (the control's report as compute-sanitizer 2025.3.1 printed it on an H100, session 60)
+MEM_CONTROL_LOG = """========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 4 bytes
+=========     at kernel_cutlass_kernel___main___kernel_classlocalsPlantedBug_object_at__ptri32_gmem_align16+0x90
+=========     by thread (0,0,0) in block (0,0,0)
+=========     Access to 0x7ff24e801fa4 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7ff24e801000 of size 4,004 bytes
+========= ERROR SUMMARY: 1 error
+"""
+RACE_CONTROL_LOG = """========= COMPUTE-SANITIZER
+========= Error: Race reported between Write access at kernel_cutlass_kernel_PlantedBug+0xb0
+=========     and Read access at kernel_cutlass_kernel_PlantedBug+0xd0 [4 hazards]
+========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
+"""
+
+
+def test_control_caught_needs_a_report_in_our_kernel():
+    def parsed(text):
+        return {**S.parse_sanitizer(text), "printed": S.reported_kernels(text)}
+
+    assert S.control_caught(parsed(MEM_CONTROL_LOG))
+    assert not S.control_caught(parsed(SYNC_LOG))  # 0 errors: the tool saw nothing
+    assert not S.control_caught(parsed("========= COMPUTE-SANITIZER\nSegmentation fault\n"))  # no summary
+    # an error that no report places in a kernel of ours (e.g. torch's) is not the control
+    assert not S.control_caught({"errors": 1, "printed": {"ours": 0, "other": 1}})
+    # racecheck's hazards count, whatever the "at" lines say
+    assert S.control_caught({**S.parse_sanitizer(RACE_CONTROL_LOG), "printed": {"ours": 1, "other": 0}})
+    assert not S.control_caught({**S.parse_sanitizer(RACE_LOG), "printed": {"ours": 0, "other": 0}})
+
+
+def test_control_command_runs_the_tools_control_with_the_sweeps_filter():
+    import sanitize_controls as C
+
+    assert sorted(C.CONTROLS.values()) == sorted(S.TOOLS)  # one control per tool
+    for tool in S.TOOLS:
+        cmd = S.control_command("/cs", tool, f"/o/{tool}.control.log", S.kernel_filter(tool, False))
+        assert cmd[:3] == ["/cs", "--tool", tool] and cmd[-1] == C.control_for(tool)
+        assert cmd[-2].endswith("tools/sanitize_controls.py") and "pytest" not in cmd
+        assert ("--kernel-name" in cmd) == (tool != "initcheck")
+        assert cmd[cmd.index("--log-file") + 1] == f"/o/{tool}.control.log"
+
+
+def test_runs_split_graph_tests_from_exact_allocations():
+    nodes = ["t::a", "t::g[1]", "t::b", "t::g[2]"]
+    graphs = {"t::g[1]", "t::g[2]"}
+    for tool in ("memcheck", "initcheck"):
+        assert S.runs_of(tool, nodes, graphs) == [("", ["t::a", "t::b"], S.EXACT_ALLOCATIONS),
+                                                   (".graphs", ["t::g[1]", "t::g[2]"], {})]
+        assert S.runs_of(tool, ["t::a"], graphs) == [("", ["t::a"], S.EXACT_ALLOCATIONS)]
+    for tool in ("racecheck", "synccheck"):  # shared memory and barriers: the allocator is not seen
+        assert S.runs_of(tool, nodes, graphs) == [("", nodes, {})]
+    assert S.EXACT_ALLOCATIONS == {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+
+
+def test_graph_tests_are_marked():
+    """Every GPU test that captures a CUDA graph (directly, or through NVFP4_GRAPHS / the graphs
+    parameter) carries the `graphs` mark, so the sweep runs it with the caching allocator: capture
+    fails without it (exp. 184: 'CUDA error: out of memory', and every later test in the process)."""
+    import ast
+
+    for name in S.TEST_FILES:
+        src = open(os.path.join(ROOT, name)).read()
+        for node in ast.parse(src).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                body = ast.get_source_segment(src, node)
+                captures = any(k in body for k in ("torch.cuda.graph(", "NVFP4_GRAPHS", "graphs", "capture"))
+                marked = any(ast.unparse(d) == "pytest.mark.graphs" for d in node.decorator_list)
+                assert captures == marked, f"{name}::{node.name}: captures a graph {captures}, marked {marked}"
+
+
+def test_controls_compile_with_their_planted_bug(tmp_path):
+    """Each control compiles for sm_90a on CPU and its PTX holds the instruction its tool must
+    report (so a DSL change that drops the bug shows here, not as a sweep that cannot fail)."""
+    import sanitize_controls as C
+
+    want = {"oob_store": "st.global", "smem_race": "ld.shared", "uninit_read": "ld.global",
+            "warp_sync_mask": "bar.warp.sync \t65535;"}
+    assert set(want) == set(C.CONTROLS)
+    for name, instr in want.items():
+        ptx = C.compile_only(name, str(tmp_path / name))
+        body = ptx[ptx.index(".entry"):]
+        assert instr in body, (name, instr)

@@ -27,9 +27,19 @@ initcheck always checks every kernel: it tracks writes only in the kernels it in
 filtered it would call every input torch wrote uninitialized (session 51: 100 false reports in
 the dual pre-pass, then an 8-minute stall).
 
-Writes DIR/<tool>.log (the sanitizer's report), DIR/<tool>.out (pytest's output) and
-DIR/summary.json.  Exit code: 0 when every tool reported 0 errors and every test passed, 1
-otherwise, 2 without a CUDA GPU or without compute-sanitizer (nothing run).
+Positive control (exp. 184): before its tests, each tool runs on a kernel of ours with one planted
+bug of its kind (tools/sanitize_controls.py), with the same filter and environment; a tool that
+does not report it makes the sweep unclean, whatever the tests gave.  Exact allocations:
+memcheck and initcheck run with PYTORCH_NO_CUDA_MEMORY_CACHING=1, because inside a segment of
+torch's caching allocator a store past a tensor's end lands in memory memcheck counts as allocated
+(exp. 184: its control went unreported with the cache on, reported with it off).  CUDA-graph
+capture needs the cache, so the tests marked `graphs` run in a second process of the tool with it
+on (their overruns inside a segment stay unseen; the rest of the slice runs their kernels).
+
+Writes DIR/<tool>.log (the sanitizer's report), DIR/<tool>.out (pytest's output), for memcheck
+and initcheck also DIR/<tool>.graphs.{log,out}, the control's DIR/<tool>.control.{log,out}, and
+DIR/summary.json.  Exit code: 0 when every tool caught its control, reported 0 errors on the tests
+and every test passed, 1 otherwise, 2 without a CUDA GPU or without compute-sanitizer (nothing run).
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -75,12 +86,14 @@ def select_nodes(collected: list[str], per_test: int, skip=HOST_SIDE_TESTS) -> l
     return out
 
 
-def collect(env: dict) -> list[str]:
-    """pytest's node ids of TEST_FILES (collection only: it runs no kernel)."""
+def collect(env: dict, marker: str | None = None) -> list[str]:
+    """pytest's node ids of TEST_FILES, or of those marked `marker` (collection only: it runs no
+    kernel)."""
+    mark = ["-m", marker] if marker else []
     res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                          *TEST_FILES], cwd=ROOT, capture_output=True, text=True, env=env)
+                          *mark, *TEST_FILES], cwd=ROOT, capture_output=True, text=True, env=env)
     nodes = [ln.strip() for ln in res.stdout.splitlines() if "::" in ln]
-    if not nodes:
+    if not nodes and not marker:
         raise SystemExit(f"sanitize_sweep: pytest collected nothing:\n{res.stdout[-2000:]}{res.stderr[-2000:]}")
     return nodes
 
@@ -93,6 +106,41 @@ OUR_KERNELS = "kns=kernel_cutlass"
 def kernel_filter(tool: str, all_kernels: bool) -> str | None:
     """The --kernel-name filter for `tool`: ours, except for initcheck (see the module's text)."""
     return None if all_kernels or tool == "initcheck" else OUR_KERNELS
+
+
+# memcheck and initcheck see each tensor's own bounds only without torch's caching allocator (module
+# doc); graph capture needs it, so tests marked `graphs` run apart with it on.
+EXACT_ALLOCATIONS = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+EXACT_TOOLS = ("memcheck", "initcheck")
+
+
+def runs_of(tool: str, nodes: list[str], graph_nodes) -> list[tuple[str, list[str], dict]]:
+    """[(log suffix, nodes, extra environment)]: one run of the whole slice, or for EXACT_TOOLS the
+    slice without `graph_nodes` on exact allocations and those nodes apart (".graphs") with the
+    caching allocator; empty runs left out."""
+    if tool not in EXACT_TOOLS:
+        return [("", list(nodes), {})]
+    graph_nodes = set(graph_nodes)
+    runs = [("", [n for n in nodes if n not in graph_nodes], EXACT_ALLOCATIONS),
+            (".graphs", [n for n in nodes if n in graph_nodes], {})]
+    return [r for r in runs if r[1]]
+
+
+def control_command(binary: str, tool: str, log: str, kernels: str | None = OUR_KERNELS) -> list[str]:
+    """compute-sanitizer `tool` over the positive control of its kind (tools/sanitize_controls.py),
+    with the sweep's filter."""
+    from sanitize_controls import control_for
+
+    cmd = sanitizer_command(binary, tool, log, [], kernels)
+    return cmd[:cmd.index(sys.executable)] + [sys.executable, os.path.join(ROOT, "tools", "sanitize_controls.py"),
+                                              control_for(tool)]
+
+
+def control_caught(parsed: dict) -> bool:
+    """Whether the tool reported the control's planted bug in a kernel of ours (`parse_sanitizer`
+    plus `reported_kernels` of its log)."""
+    found = parsed.get("hazards") if "hazards" in parsed else parsed.get("errors")
+    return bool(found) and parsed.get("printed", {}).get("ours", 0) > 0
 
 
 def sanitizer_command(binary: str, tool: str, log: str, nodes: list[str], kernels: str | None = OUR_KERNELS) -> list[str]:
@@ -184,36 +232,50 @@ def main(argv=None) -> int:
     summary = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                "device": torch.cuda.get_device_name(0), "sanitizer": version[-1] if version else binary,
                "seed": seed, "start": args.start, "nodes": nodes, "tools": {}}
+    graph_nodes = set(collect(env, "graphs"))
     print(f"sanitize_sweep: {len(nodes)} tests x {tools}, NVFP4_TEST_SEED={seed}", flush=True)
 
-    def finish(tool, p, fh, t0, log, out):
-        rc = p.wait()
-        fh.close()
+    def sanitize(cmd, log, out, extra_env) -> dict:
+        """One compute-sanitizer process: its exit status, time and the errors its log reports."""
+        t0 = time.time()
+        with open(out, "w") as fh:
+            rc = subprocess.run(cmd, cwd=ROOT, env={**env, **extra_env}, stdout=fh, stderr=subprocess.STDOUT).returncode
         text = open(log).read() if os.path.exists(log) else ""
-        result = {"rc": rc, "seconds": round(time.time() - t0),
-                  "kernels": kernel_filter(tool, args.all_kernels) or "all",
-                  "sanitizer": {**parse_sanitizer(text), "printed": reported_kernels(text)},
-                  "pytest": parse_pytest(open(out).read())}
-        result["clean"] = clean(result)
+        return {"rc": rc, "seconds": round(time.time() - t0),
+                "sanitizer": {**parse_sanitizer(text), "printed": reported_kernels(text)},
+                "pytest": parse_pytest(open(out).read())}
+
+    def one_tool(tool):
+        kernels = kernel_filter(tool, args.all_kernels)
+        exact = EXACT_ALLOCATIONS if tool in EXACT_TOOLS else {}
+        base = os.path.join(out_dir, tool)
+        control = sanitize(control_command(binary, tool, base + ".control.log", kernels),
+                           base + ".control.log", base + ".control.out", exact)
+        control = {"caught": control_caught(control["sanitizer"]), "exact_allocations": bool(exact),
+                   **control["sanitizer"]}
+        runs = []
+        for suffix, run_nodes, extra in runs_of(tool, nodes, graph_nodes):
+            log, out = base + suffix + ".log", base + suffix + ".out"
+            r = sanitize(sanitizer_command(binary, tool, log, run_nodes, kernels), log, out, extra)
+            runs.append({"log": os.path.basename(log), "tests": len(run_nodes), "exact_allocations": bool(extra),
+                         **r, "clean": clean(r)})
+        result = {"kernels": kernels or "all", "control": control, "runs": runs,
+                  "clean": control["caught"] and all(r["clean"] for r in runs)}
         summary["tools"][tool] = result
         print(f"[{tool}] {json.dumps(result)}", flush=True)
 
-    running = []
-    for tool in tools:
-        log, out = (os.path.join(out_dir, f"{tool}.{ext}") for ext in ("log", "out"))
-        fh = open(out, "w")
-        job = (tool, subprocess.Popen(sanitizer_command(binary, tool, log, nodes,
-                                                        kernel_filter(tool, args.all_kernels)), cwd=ROOT, env=env,
-                                      stdout=fh, stderr=subprocess.STDOUT), fh, time.time(), log, out)
-        if args.serial:
-            finish(*job)
-        else:
-            running.append(job)
-    for job in running:
-        finish(*job)
+    if args.serial:
+        for tool in tools:
+            one_tool(tool)
+    else:
+        threads = [threading.Thread(target=one_tool, args=(t,)) for t in tools]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    return 0 if all(r["clean"] for r in summary["tools"].values()) else 1
+    return 0 if tools and all(summary["tools"].get(t, {}).get("clean") for t in tools) else 1
 
 
 if __name__ == "__main__":
