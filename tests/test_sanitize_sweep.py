@@ -131,9 +131,11 @@ def test_runs_split_graph_tests_from_exact_allocations():
     nodes = ["t::a", "t::g[1]", "t::b", "t::g[2]"]
     graphs = {"t::g[1]", "t::g[2]"}
     for tool in ("memcheck", "initcheck"):
-        assert S.runs_of(tool, nodes, graphs) == [("", ["t::a", "t::b"], S.EXACT_ALLOCATIONS),
+        assert S.runs_of(tool, nodes, graphs) == [(".1", ["t::a", "t::b"], S.EXACT_ALLOCATIONS),
                                                    (".graphs", ["t::g[1]", "t::g[2]"], {})]
-        assert S.runs_of(tool, ["t::a"], graphs) == [("", ["t::a"], S.EXACT_ALLOCATIONS)]
+        assert S.runs_of(tool, ["t::a"], graphs) == [(".1", ["t::a"], S.EXACT_ALLOCATIONS)]
+        many = [f"t::m[{i}]" for i in range(S.EXACT_CHUNK + 1)]
+        assert [(r[0], len(r[1])) for r in S.runs_of(tool, many, graphs)] == [(".1", S.EXACT_CHUNK), (".2", 1)]
     for tool in ("racecheck", "synccheck"):  # shared memory and barriers: the allocator is not seen
         assert S.runs_of(tool, nodes, graphs) == [("", nodes, {})]
     assert S.EXACT_ALLOCATIONS == {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}

@@ -36,8 +36,8 @@ torch's caching allocator a store past a tensor's end lands in memory memcheck c
 capture needs the cache, so the tests marked `graphs` run in a second process of the tool with it
 on (their overruns inside a segment stay unseen; the rest of the slice runs their kernels).
 
-Writes DIR/<tool>.log (the sanitizer's report), DIR/<tool>.out (pytest's output), for memcheck
-and initcheck also DIR/<tool>.graphs.{log,out}, the control's DIR/<tool>.control.{log,out}, and
+Writes DIR/<tool>.log (the sanitizer's report), DIR/<tool>.out (pytest's output) -- for memcheck
+and initcheck DIR/<tool>.1.{log,out}, .2, ... (chunks of EXACT_CHUNK tests) and .graphs --, the control's DIR/<tool>.control.{log,out}, and
 DIR/summary.json.  Exit code: 0 when every tool caught its control, reported 0 errors on the tests
 and every test passed, 1 otherwise, 2 without a CUDA GPU or without compute-sanitizer (nothing run).
 """
@@ -109,21 +109,26 @@ def kernel_filter(tool: str, all_kernels: bool) -> str | None:
 
 
 # memcheck and initcheck see each tensor's own bounds only without torch's caching allocator (module
-# doc); graph capture needs it, so tests marked `graphs` run apart with it on.
+# doc); graph capture needs it, so tests marked `graphs` run apart with it on.  Without the cache a
+# process under memcheck ran out of GPU memory after ~50 of the slice's tests (exp. 184), so those
+# runs take at most EXACT_CHUNK tests per process.
 EXACT_ALLOCATIONS = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 EXACT_TOOLS = ("memcheck", "initcheck")
+EXACT_CHUNK = 16
 
 
 def runs_of(tool: str, nodes: list[str], graph_nodes) -> list[tuple[str, list[str], dict]]:
     """[(log suffix, nodes, extra environment)]: one run of the whole slice, or for EXACT_TOOLS the
-    slice without `graph_nodes` on exact allocations and those nodes apart (".graphs") with the
-    caching allocator; empty runs left out."""
+    slice without `graph_nodes` on exact allocations in chunks of EXACT_CHUNK (".1", ".2", ...)
+    and those nodes apart (".graphs") with the caching allocator; empty runs left out."""
     if tool not in EXACT_TOOLS:
         return [("", list(nodes), {})]
     graph_nodes = set(graph_nodes)
-    runs = [("", [n for n in nodes if n not in graph_nodes], EXACT_ALLOCATIONS),
-            (".graphs", [n for n in nodes if n in graph_nodes], {})]
-    return [r for r in runs if r[1]]
+    plain = [n for n in nodes if n not in graph_nodes]
+    graphs = [n for n in nodes if n in graph_nodes]
+    runs = [(f".{i // EXACT_CHUNK + 1}", plain[i:i + EXACT_CHUNK], EXACT_ALLOCATIONS)
+            for i in range(0, len(plain), EXACT_CHUNK)]
+    return runs + ([(".graphs", graphs, {})] if graphs else [])
 
 
 def control_command(binary: str, tool: str, log: str, kernels: str | None = OUR_KERNELS) -> list[str]:
