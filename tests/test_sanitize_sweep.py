@@ -169,3 +169,23 @@ def test_controls_compile_with_their_planted_bug(tmp_path):
         ptx = C.compile_only(name, str(tmp_path / name))
         body = ptx[ptx.index(".entry"):]
         assert instr in body, (name, instr)
+
+
+def test_known_reports_are_counted_and_pass():
+    """initcheck's reports of the setup kernel's tensormap.cp_fenceproxy destination (exp. 184) are
+    known; the same report in another kernel, or another report in the setup kernel, is not."""
+    setup = ("========= Uninitialized __global__ memory read of size 4 bytes\n"
+             "=========     at kernel_cutlass_setup_kernel_nvfp4gemmsm100grouped_gemm_x+0x1960\n"
+             "=========     by thread (0,0,0) in block (0,0,0)\n")
+    other = setup.replace("setup_kernel_nvfp4gemmsm100grouped_gemm_x", "kernel_nvfp4gemmsm90_y")
+    wider = setup.replace("size 4 bytes", "size 16 bytes")
+    for body, known, errors in ((setup * 3, 3, 3), (setup * 2 + other, 2, 3), (wider, 0, 1)):
+        text = "========= COMPUTE-SANITIZER\n" + body + f"========= ERROR SUMMARY: {errors} errors\n"
+        parsed = S.parse_sanitizer(text, "initcheck")
+        assert parsed == {"errors": errors, "known": known}
+        result = {"rc": 1, "sanitizer": parsed, "pytest": {"passed": 7}}
+        assert S.clean(result) == (known == errors)
+    assert "known" not in S.parse_sanitizer(MEM_LOG_BAD, "memcheck")  # no known reports for memcheck
+    assert not S.clean({"rc": 0, "sanitizer": {"errors": 0}, "pytest": {}})  # nothing ran
+    cmd = S.sanitizer_command("/cs", "initcheck", "/l", ["t"], kernels=None)
+    assert cmd[cmd.index("--print-limit") + 1] == "100000" and "--show-backtrace" in cmd  # every report printed

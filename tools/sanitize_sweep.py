@@ -153,9 +153,24 @@ def sanitizer_command(binary: str, tool: str, log: str, nodes: list[str], kernel
     driver entry points at import, which memcheck would count); -v so a run cut short still says
     which tests it finished."""
     filt = ["--kernel-name", kernels] if kernels else []
+    # Every report of a tool with known reports is printed (device frames only, to keep the log
+    # short), so each can be told from the known ones (`parse_sanitizer`).
+    limit = ["--print-limit", "100000", "--show-backtrace", "device"] if tool in KNOWN_TOOLS else ["--print-limit", "100"]
     return [binary, "--tool", tool, "--report-api-errors", "no", "--target-processes", "all", *filt,
-            "--print-limit", "100", "--log-file", log, sys.executable, "-m", "pytest", "-v",
-            "-p", "no:cacheprovider", *nodes]
+            *limit, "--log-file", log, sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *nodes]
+
+
+# Reports known to be the tool's, not our kernels' (each with its evidence): parse_sanitizer counts
+# them as "known", and `clean` lets them pass.  (tool, report line, kernel-name prefix, why)
+KNOWN_REPORTS = (
+    ("initcheck", "Uninitialized __global__ memory read of size 4 bytes", "kernel_cutlass_setup_kernel",
+     "exp. 184: initcheck counts tensormap.cp_fenceproxy (the sm_100a grouped setup kernel's descriptor "
+     "publish, 128 bytes shared -> global) as a read of each 4-byte word of its global destination: a "
+     "probe kernel copying into a buffer nothing wrote gets 32 such reports, and its copy is exact "
+     "(notes/patches/exp184_sanitizer/cp_fenceproxy_probe.py).  The setup kernel's own table reads are "
+     "16 and 8 bytes wide, so they are not covered by this entry"),
+)
+KNOWN_TOOLS = {k[0] for k in KNOWN_REPORTS}
 
 
 _ERRORS = re.compile(r"=+ ERROR SUMMARY: (\d+) errors?")
@@ -174,8 +189,20 @@ def reported_kernels(text: str) -> dict:
     return {"ours": ours, "other": len(names) - ours}
 
 
-def parse_sanitizer(text: str) -> dict:
-    """Errors a sanitizer log reports: {"errors": n} (racecheck: also "hazards" and "warnings");
+_REPORT = re.compile(r"^=+ (\S[^\n]*)\n=+\s+at (?:void )?([A-Za-z_][\w:]*)", re.M)
+
+
+def known_reports(text: str, tool: str) -> int:
+    """How many printed reports in `text` are one of KNOWN_REPORTS for `tool` (the report line and
+    the kernel of its "at" line)."""
+    known = [(line, kernel) for t, line, kernel, _why in KNOWN_REPORTS if t == tool]
+    return sum(any(head == line and name.startswith(kernel) for line, kernel in known)
+               for head, name in _REPORT.findall(text))
+
+
+def parse_sanitizer(text: str, tool: str | None = None) -> dict:
+    """Errors a sanitizer log reports: {"errors": n} (racecheck: also "hazards" and "warnings";
+    with a `tool` that has KNOWN_REPORTS: also "known", how many of the errors are those);
     "errors" None when the log holds no summary line (the tool or the process died first).
     With --target-processes all every process writes a summary; they are added up."""
     races = _RACES.findall(text)
@@ -183,7 +210,10 @@ def parse_sanitizer(text: str) -> dict:
         return {"errors": sum(int(e) for _h, e, _w in races), "hazards": sum(int(h) for h, _e, _w in races),
                 "warnings": sum(int(w) for _h, _e, w in races)}
     errs = _ERRORS.findall(text)
-    return {"errors": sum(int(e) for e in errs) if errs else None}
+    out = {"errors": sum(int(e) for e in errs) if errs else None}
+    if tool in KNOWN_TOOLS:
+        out["known"] = known_reports(text, tool)
+    return out
 
 
 def parse_pytest(text: str) -> dict:
@@ -198,8 +228,13 @@ def parse_pytest(text: str) -> dict:
 
 
 def clean(result: dict) -> bool:
-    return result["sanitizer"].get("errors") == 0 and result["rc"] == 0 and not result["pytest"].get("failed") \
-        and not result["pytest"].get("errors")
+    """No error but known ones (KNOWN_REPORTS), a summary line, and every test passed.  A known
+    report makes the tool's exit status 1, so rc is not asked of a run whose every error is known."""
+    san = result["sanitizer"]
+    errors, known = san.get("errors"), san.get("known", 0)
+    return errors is not None and errors == known and (result["rc"] == 0 or known > 0) \
+        and not result["pytest"].get("failed") and not result["pytest"].get("errors") \
+        and bool(result["pytest"].get("passed"))
 
 
 def main(argv=None) -> int:
@@ -240,28 +275,28 @@ def main(argv=None) -> int:
     graph_nodes = set(collect(env, "graphs"))
     print(f"sanitize_sweep: {len(nodes)} tests x {tools}, NVFP4_TEST_SEED={seed}", flush=True)
 
-    def sanitize(cmd, log, out, extra_env) -> dict:
+    def sanitize(tool, cmd, log, out, extra_env) -> dict:
         """One compute-sanitizer process: its exit status, time and the errors its log reports."""
         t0 = time.time()
         with open(out, "w") as fh:
             rc = subprocess.run(cmd, cwd=ROOT, env={**env, **extra_env}, stdout=fh, stderr=subprocess.STDOUT).returncode
         text = open(log).read() if os.path.exists(log) else ""
         return {"rc": rc, "seconds": round(time.time() - t0),
-                "sanitizer": {**parse_sanitizer(text), "printed": reported_kernels(text)},
+                "sanitizer": {**parse_sanitizer(text, tool), "printed": reported_kernels(text)},
                 "pytest": parse_pytest(open(out).read())}
 
     def one_tool(tool):
         kernels = kernel_filter(tool, args.all_kernels)
         exact = EXACT_ALLOCATIONS if tool in EXACT_TOOLS else {}
         base = os.path.join(out_dir, tool)
-        control = sanitize(control_command(binary, tool, base + ".control.log", kernels),
+        control = sanitize(tool, control_command(binary, tool, base + ".control.log", kernels),
                            base + ".control.log", base + ".control.out", exact)
         control = {"caught": control_caught(control["sanitizer"]), "exact_allocations": bool(exact),
                    **control["sanitizer"]}
         runs = []
         for suffix, run_nodes, extra in runs_of(tool, nodes, graph_nodes):
             log, out = base + suffix + ".log", base + suffix + ".out"
-            r = sanitize(sanitizer_command(binary, tool, log, run_nodes, kernels), log, out, extra)
+            r = sanitize(tool, sanitizer_command(binary, tool, log, run_nodes, kernels), log, out, extra)
             runs.append({"log": os.path.basename(log), "tests": len(run_nodes), "exact_allocations": bool(extra),
                          **r, "clean": clean(r)})
         result = {"kernels": kernels or "all", "control": control, "runs": runs,
