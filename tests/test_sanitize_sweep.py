@@ -188,4 +188,4 @@ def test_known_reports_are_counted_and_pass():
     assert "known" not in S.parse_sanitizer(MEM_LOG_BAD, "memcheck")  # no known reports for memcheck
     assert not S.clean({"rc": 0, "sanitizer": {"errors": 0}, "pytest": {}})  # nothing ran
     cmd = S.sanitizer_command("/cs", "initcheck", "/l", ["t"], kernels=None)
-    assert cmd[cmd.index("--print-limit") + 1] == "100000" and "--show-backtrace" in cmd  # every report printed
+    assert cmd[cmd.index("--print-limit") + 1] == "100000"  # every report printed
