@@ -16,8 +16,9 @@ for the TMA point):
   racecheck  shared-memory hazards between *threads* (ld/st.shared, cp.async, DSMEM stores).  A
              TMA tensor copy's write belongs to no thread and wgmma reads shared memory outside
              the threads, so neither side of a TMA-to-wgmma hand-off is checked by it
-  synccheck  invalid barrier use: divergent bar.sync, mismatched named-barrier counts, mbarrier
-             misuse it can observe
+  synccheck  invalid barrier use it can observe.  2025.3 on an H100 (exp. 184) reported a warp
+             barrier whose mask leaves out lanes running it, but not bar.sync reached by half of
+             each warp's lanes, nor a full-mask warp barrier reached by half the warp
   initcheck  reads of global memory nothing has written (workspace padding read on purpose
              shows up here: see the log's kernel names before calling it a bug)
 
