@@ -186,6 +186,7 @@ def test_known_reports_are_counted_and_pass():
         result = {"rc": 1, "sanitizer": parsed, "pytest": {"passed": 7}}
         assert S.clean(result) == (known == errors)
     assert "known" not in S.parse_sanitizer(MEM_LOG_BAD, "memcheck")  # no known reports for memcheck
-    assert not S.clean({"rc": 0, "sanitizer": {"errors": 0}, "pytest": {}})  # nothing ran
+    assert not S.clean({"rc": 0, "sanitizer": {"errors": 0}, "pytest": {}})  # pytest did not finish
+    assert S.clean({"rc": 0, "sanitizer": {"errors": 0}, "pytest": {"skipped": 16}})  # (a chunk of skips)
     cmd = S.sanitizer_command("/cs", "initcheck", "/l", ["t"], kernels=None)
     assert cmd[cmd.index("--print-limit") + 1] == "100000"  # every report printed
