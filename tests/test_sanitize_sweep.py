@@ -61,6 +61,24 @@ def test_select_nodes_first_of_each_function():
     assert S.select_nodes(nodes, 2) == [nodes[0], nodes[1], nodes[2], nodes[4], nodes[5]]
 
 
+def test_pick_nodes_range_marker_and_shards():
+    nodes = [f"t::n{i}" for i in range(10)]
+    assert S.pick_nodes(nodes) == nodes
+    assert S.pick_nodes(nodes, 2, 3) == ["t::n2", "t::n3", "t::n4"]
+    assert S.pick_nodes(nodes, only={"t::n1", "t::n7", "t::other"}) == ["t::n1", "t::n7"]
+    shards = [S.pick_nodes(nodes, shard=f"{i}/3") for i in range(3)]
+    assert shards[0] == ["t::n0", "t::n3", "t::n6", "t::n9"]
+    assert sorted(sum(shards, [])) == sorted(nodes)  # every test in exactly one shard
+    assert S.pick_nodes(nodes, 4, 4, "1/2", {"t::n5", "t::n6", "t::n7"}) == ["t::n6"]
+    for bad in ("3/3", "1", "a/2", "-1/2"):
+        try:
+            S.pick_nodes(nodes, shard=bad)
+        except SystemExit as e:
+            assert "--shard" in str(e)
+        else:
+            raise AssertionError(bad)
+
+
 def test_sanitizer_command():
     cmd = S.sanitizer_command("/cs", "racecheck", "/o/racecheck.log", ["t.py::a[1, 2]", "t.py::b"])
     assert cmd[:3] == ["/cs", "--tool", "racecheck"]

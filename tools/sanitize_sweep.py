@@ -2,7 +2,8 @@
 initcheck, one process per tool (side by side by default), every log kept.
 
     python3 tools/sanitize_sweep.py --out sanitize [--tools memcheck,racecheck] [--per-test 1] [--serial]
-                                    [--start N] [--count N] [--all-kernels]
+                                    [--start N] [--count N] [--shard I/N] [--marker M]
+                                    [--all-kernels]
 
 The slice: the first --per-test parametrizations of every test function in tests/test_gpu_kernels.py
 and tests/test_gpu_masked.py (one per function by default: every kernel family, form and schedule
@@ -85,6 +86,23 @@ def select_nodes(collected: list[str], per_test: int, skip=HOST_SIDE_TESTS) -> l
         taken[func] = taken.get(func, 0) + 1
         out.append(node)
     return out
+
+
+def pick_nodes(nodes: list[str], start: int = 0, count: int | None = None, shard: str | None = None,
+               only: set[str] | None = None) -> list[str]:
+    """The part of the slice one process runs: `nodes[start:][:count]`, then of those the ones in
+    `only` (when given), then every N-th from the I-th for `shard` "I/N" (interleaved, so shards on
+    several GPUs get a like mix of the slow, large-shape tests at the slice's head)."""
+    nodes = nodes[start:]
+    nodes = nodes if count is None else nodes[:count]
+    if only is not None:
+        nodes = [n for n in nodes if n in only]
+    if shard:
+        m = re.fullmatch(r"(\d+)/(\d+)", shard)
+        if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
+            raise SystemExit(f"sanitize_sweep: --shard wants I/N with 0 <= I < N, got {shard!r}")
+        nodes = nodes[int(m.group(1))::int(m.group(2))]
+    return nodes
 
 
 def collect(env: dict, marker: str | None = None) -> list[str]:
@@ -248,6 +266,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=None, help="NVFP4_TEST_SEED (default: $NVFP4_TEST_SEED, else drawn here)")
     ap.add_argument("--start", type=int, default=0, help="skip the slice's first START tests (resume a cut run)")
     ap.add_argument("--count", type=int, default=None, help="run at most COUNT tests from START")
+    ap.add_argument("--shard", default=None, help="I/N: every N-th test of the slice from the I-th (one GPU each)")
+    ap.add_argument("--marker", default=None, help="only the slice's tests with this pytest mark (e.g. graphs)")
     ap.add_argument("--all-kernels", action="store_true",
                     help="check torch's kernels too (default: ours only; initcheck always checks all)")
     args = ap.parse_args(argv)
@@ -268,12 +288,12 @@ def main(argv=None) -> int:
     os.makedirs(out_dir, exist_ok=True)
     seed = args.seed if args.seed is not None else int(os.environ.get("NVFP4_TEST_SEED") or random.randrange(1 << 30))
     env = {**os.environ, "NVFP4_TEST_SEED": str(seed)}
-    nodes = select_nodes(collect(env), args.per_test)[args.start:]
-    nodes = nodes if args.count is None else nodes[:args.count]
+    only = set(collect(env, args.marker)) if args.marker else None
+    nodes = pick_nodes(select_nodes(collect(env), args.per_test), args.start, args.count, args.shard, only)
     version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
     summary = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                "device": torch.cuda.get_device_name(0), "sanitizer": version[-1] if version else binary,
-               "seed": seed, "start": args.start, "nodes": nodes, "tools": {}}
+               "seed": seed, "start": args.start, "shard": args.shard, "marker": args.marker, "nodes": nodes, "tools": {}}
     graph_nodes = set(collect(env, "graphs"))
     print(f"sanitize_sweep: {len(nodes)} tests x {tools}, NVFP4_TEST_SEED={seed}", flush=True)
 
