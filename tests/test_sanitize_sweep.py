@@ -40,6 +40,28 @@ def test_reported_kernels():
     assert S.reported_kernels(SYNC_LOG) == {"ours": 0, "other": 0}
 
 
+# racecheck's report of its control, as compute-sanitizer 2025.3.1 printed it on an H200 (session 61)
+RACE_CONTROL_LOG = """========= COMPUTE-SANITIZER
+========= Error: Race reported between Write access at kernel_cutlass_kernel___main___kernel_PlantedBug_0+0xb0
+=========     and Read access at kernel_cutlass_kernel___main___kernel_PlantedBug_0+0x110 [4 hazards]
+========= 
+========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
+"""
+
+
+def test_racecheck_report_names_its_kernel():
+    """racecheck's report line names the kernel (no "at" frame line): a caught control counts as
+    caught, once per report; the same race in torch's kernel is not ours."""
+    assert S.reported_kernels(RACE_CONTROL_LOG) == {"ours": 1, "other": 0}
+    parsed = {**S.parse_sanitizer(RACE_CONTROL_LOG), "printed": S.reported_kernels(RACE_CONTROL_LOG)}
+    assert parsed["hazards"] == 1 and S.control_caught(parsed)
+    theirs = RACE_CONTROL_LOG.replace("Write access at kernel_cutlass", "Write access at void at_native_k")
+    assert S.reported_kernels(theirs) == {"ours": 0, "other": 1}
+    assert not S.control_caught({**S.parse_sanitizer(theirs), "printed": S.reported_kernels(theirs)})
+    warn = RACE_CONTROL_LOG.replace("Error: Race", "Warning: Race")
+    assert S.reported_kernels(warn) == {"ours": 1, "other": 0}
+
+
 def test_parse_pytest_and_clean():
     out = "....\n=== warnings summary ===\n60 passed, 2 skipped, 2 warnings in 19.45s\n"
     assert S.parse_pytest(out) == {"passed": 60, "skipped": 2}

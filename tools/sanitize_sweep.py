@@ -199,12 +199,17 @@ _PYTEST = re.compile(r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|x
 
 
 _AT = re.compile(r"^=+\s+at (?:void )?([A-Za-z_][\w:]*)", re.M)
+# racecheck names the kernel in the report's own line, once per hazard pair (session 61, H200: its
+# control's "Error: Race reported between Write access at kernel_cutlass_...+0xb0" has no "at" frame
+# line, so the sweep called the caught control missed).
+_RACE_AT = re.compile(r"^=+ (?:Error|Warning): Race reported between \w+ access at (?:void )?([A-Za-z_][\w:]*)", re.M)
 
 
 def reported_kernels(text: str) -> dict:
     """How many printed reports name each kernel family: {"ours": n, "other": n} (ours: CuTe DSL
-    kernels, kernel_cutlass_*), from each report's device frame line ("at <kernel>+0x..")."""
-    names = _AT.findall(text)
+    kernels, kernel_cutlass_*), from each report's device frame line ("at <kernel>+0x..") or, for
+    racecheck, its "Race reported between ... access at <kernel>+0x.." line."""
+    names = _AT.findall(text) + _RACE_AT.findall(text)
     ours = sum(n.startswith("kernel_cutlass") for n in names)
     return {"ours": ours, "other": len(names) - ours}
 
