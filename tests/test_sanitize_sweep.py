@@ -99,6 +99,10 @@ def test_pick_nodes_range_marker_and_shards():
             assert "--shard" in str(e)
         else:
             raise AssertionError(bad)
+    # a bad --shard is refused before the GPU check (here, on CPU, the sweep would otherwise exit 2)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "sanitize_sweep.py"), "--shard", "2/2"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "--shard wants I/N" in r.stderr
 
 
 def test_sanitizer_command():

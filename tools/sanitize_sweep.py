@@ -98,11 +98,17 @@ def pick_nodes(nodes: list[str], start: int = 0, count: int | None = None, shard
     if only is not None:
         nodes = [n for n in nodes if n in only]
     if shard:
-        m = re.fullmatch(r"(\d+)/(\d+)", shard)
-        if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
-            raise SystemExit(f"sanitize_sweep: --shard wants I/N with 0 <= I < N, got {shard!r}")
-        nodes = nodes[int(m.group(1))::int(m.group(2))]
+        i, n = parse_shard(shard)
+        nodes = nodes[i::n]
     return nodes
+
+
+def parse_shard(shard: str) -> tuple[int, int]:
+    """(I, N) of --shard "I/N", or SystemExit naming the rule."""
+    m = re.fullmatch(r"(\d+)/(\d+)", shard)
+    if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
+        raise SystemExit(f"sanitize_sweep: --shard wants I/N with 0 <= I < N, got {shard!r}")
+    return int(m.group(1)), int(m.group(2))
 
 
 def collect(env: dict, marker: str | None = None) -> list[str]:
@@ -277,6 +283,8 @@ def main(argv=None) -> int:
     ap.add_argument("--all-kernels", action="store_true",
                     help="check torch's kernels too (default: ours only; initcheck always checks all)")
     args = ap.parse_args(argv)
+    if args.shard:
+        parse_shard(args.shard)  # a bad --shard fails before any GPU work
     tools = [t for t in args.tools.split(",") if t]
     bad = [t for t in tools if t not in TOOLS]
     if bad:
@@ -296,6 +304,9 @@ def main(argv=None) -> int:
     env = {**os.environ, "NVFP4_TEST_SEED": str(seed)}
     only = set(collect(env, args.marker)) if args.marker else None
     nodes = pick_nodes(select_nodes(collect(env), args.per_test), args.start, args.count, args.shard, only)
+    if not nodes:  # pytest given no node ids would run every test under tests/
+        raise SystemExit(f"sanitize_sweep: no test left to run after --start {args.start} --count {args.count} "
+                         f"--shard {args.shard} --marker {args.marker}")
     version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
     summary = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                "device": torch.cuda.get_device_name(0), "sanitizer": version[-1] if version else binary,
