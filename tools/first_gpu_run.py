@@ -2,7 +2,7 @@
 the checks README's "What has run where" asks for, in that order, with every output kept.
 
     python3 tools/first_gpu_run.py [--out first_gpu_run] [--quick] [--no-timing] [--sanitize]
-                                   [--draws leaderboard,wide]
+                                   [--sanitize-gpus N] [--draws leaderboard,wide]
 
 Steps (each writes DIR/<step>.log; DIR/summary.json holds what they found):
   1. device     the GPU, its capability and driver, and the arch our kernels compile for there
@@ -20,7 +20,9 @@ Steps (each writes DIR/<step>.log; DIR/summary.json holds what they found):
   6. sanitize   with --sanitize: tools/sanitize_sweep.py into DIR/sanitize (a slice of the GPU tests
                 under compute-sanitizer memcheck, racecheck, synccheck and initcheck, side by side;
                 on an H100 in session 51, each beside other tools: memcheck 7 min, initcheck 6,
-                synccheck 8, racecheck ~15 in two parts), whatever steps 2-5 found
+                synccheck 8, racecheck ~15 in two parts), whatever steps 2-5 found; with several GPUs
+                one interleaved shard of the slice per GPU (--sanitize-gpus N; exp. 185: the whole
+                slice on two H200s in one 10-minute call), logs in DIR/sanitize/shardI
 Timing runs only for a problem whose tests all passed: a number from a wrong kernel is no number.
 
 --quick limits step 2 to the leaderboard's test and benchmark shapes of both problems
@@ -40,6 +42,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 
@@ -96,6 +99,39 @@ def run(step: str, cmd: list[str], out_dir: str, env: dict | None = None) -> tup
     return rc, secs
 
 
+def visible_gpus(count: int) -> list[str]:
+    """The CUDA_VISIBLE_DEVICES entries of the first `count` GPUs this process sees (its own list
+    when one is set, else 0..count-1): one sanitizer shard runs on each."""
+    listed = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return listed[:count] if listed else [str(i) for i in range(count)]
+
+
+def sanitize_shards(out_dir: str, seed: str, gpus: list[str]) -> dict:
+    """tools/sanitize_sweep.py over the slice: one process on one GPU, or with several GPUs one
+    interleaved shard per GPU (`--shard I/N`, CUDA_VISIBLE_DEVICES), side by side -- exp. 185 ran the
+    slice so on two H200s in one 10-minute call.  Each shard's logs go to DIR/sanitize/shardI."""
+    base = [sys.executable, "tools/sanitize_sweep.py", "--seed", seed]
+    if len(gpus) <= 1:
+        rc, secs = run("sanitize", base + ["--out", os.path.join(out_dir, "sanitize")], out_dir)
+        return {"rc": rc, "seconds": round(secs), "clean": rc == 0}
+    n = len(gpus)
+    results: list = [None] * n
+
+    def shard(i):
+        results[i] = run(f"sanitize_shard{i}", base + ["--out", os.path.join(out_dir, "sanitize", f"shard{i}"),
+                                                       "--shard", f"{i}/{n}"], out_dir,
+                         {"CUDA_VISIBLE_DEVICES": gpus[i]})
+
+    threads = [threading.Thread(target=shard, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rcs = [r[0] for r in results]
+    return {"rc": max(rcs), "seconds": round(max(r[1] for r in results)), "shards": rcs,
+            "clean": all(rc == 0 for rc in rcs)}
+
+
 def device_info() -> dict | None:
     sys.path.insert(0, ROOT)
     import nvfp4gemm  # noqa: F401  (before cutlass, as everywhere)
@@ -111,7 +147,7 @@ def device_info() -> dict | None:
                                 capture_output=True, text=True, timeout=30).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         driver = None
-    return {"name": p.name, "capability": list(torch.cuda.get_device_capability(0)),
+    return {"name": p.name, "gpus": torch.cuda.device_count(), "capability": list(torch.cuda.get_device_capability(0)),
             "sms": p.multi_processor_count, "memory_gb": round(p.total_memory / 2**30, 1), "driver": driver,
             "torch": torch.__version__, "cuda": torch.version.cuda, "kernel_arch": harness.device_arch()}
 
@@ -126,12 +162,16 @@ def main(argv=None) -> int:
                          "context fails every later test of its process; the first failures tell)")
     ap.add_argument("--sanitize", action="store_true",
                     help="last, the GPU tests' slice under compute-sanitizer (tools/sanitize_sweep.py)")
+    ap.add_argument("--sanitize-gpus", type=int, default=None,
+                    help="GPUs to spread the sanitizer slice over, one shard each (default: every GPU visible)")
     sys.path.insert(0, ROOT)
     from reference import DRAWS  # NVFP4_TEST_DRAW's values (tests/conftest.py)
 
     ap.add_argument("--draws", default=",".join(DRAWS),
                     help="the test input draws to run, in order (NVFP4_TEST_DRAW; default: %(default)s)")
     args = ap.parse_args(argv)
+    if args.sanitize_gpus is not None and args.sanitize_gpus < 1:
+        ap.error("--sanitize-gpus: at least 1")
     draws = [d for d in args.draws.split(",") if d]
     if not draws or any(d not in DRAWS for d in draws):
         ap.error(f"--draws: a comma-separated subset of {','.join(DRAWS)}")
@@ -191,10 +231,9 @@ def main(argv=None) -> int:
             run("bench", [sys.executable, "benchmarks/bench.py", "--json", os.path.join(out_dir, "bench.json"),
                           "--png", os.path.join(out_dir, "bench.png")], out_dir)
     if args.sanitize:
-        rc_s, secs_s = run("sanitize", [sys.executable, "tools/sanitize_sweep.py", "--out",
-                                        os.path.join(out_dir, "sanitize"), "--seed", seed_env["NVFP4_TEST_SEED"]],
-                           out_dir)
-        summary["sanitize"] = {"rc": rc_s, "seconds": round(secs_s), "clean": rc_s == 0}
+        have = dev.get("gpus", 1)
+        gpus = visible_gpus(min(args.sanitize_gpus or have, have))
+        summary["sanitize"] = sanitize_shards(out_dir, seed_env["NVFP4_TEST_SEED"], gpus)
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(json.dumps({"failed": len(failures), "bisect": {k: v["verdict"] for k, v in bisect.items()},
