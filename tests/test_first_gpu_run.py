@@ -102,36 +102,27 @@ def test_sanitize_step_runs_the_sweep_last(tmp_path, monkeypatch):
 
 
 def test_sanitize_spreads_over_the_gpus(tmp_path, monkeypatch):
-    """With several GPUs the sweep runs as one interleaved shard per GPU, each process seeing one GPU
-    (the listed CUDA_VISIBLE_DEVICES entries when set), all with the run's seed; one failing shard
-    makes it unclean; --sanitize-gpus caps the count at the GPUs there are."""
+    """With several GPUs the sweep is asked to spread its slice over all of them (its --gpus: one
+    shard per GPU, tests/test_sanitize_sweep.py), with the run's seed; --sanitize-gpus caps the count
+    at the GPUs there are; a failing sweep is unclean."""
     calls = []
 
     def fake_run(step, cmd, out_dir, env=None):
         calls.append((step, cmd, dict(env or {})))
         if step == "gpu_tests":
             open(os.path.join(out_dir, "gpu_tests.xml"), "w").write("<testsuites/>")
-        return (1 if step == "sanitize_shard2" else 0), 0.0
+        return (1 if step == "sanitize" else 0), 0.0
 
     monkeypatch.setattr(F, "device_info", lambda: {"name": "fake", "gpus": 3})
     monkeypatch.setattr(F, "run", fake_run)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,6,7")
-    assert F.main(["--out", str(tmp_path), "--no-timing", "--sanitize", "--draws", "leaderboard"]) == 0
-    shards = sorted(c for c in calls if c[0].startswith("sanitize"))
-    summary = __import__("json").load(open(tmp_path / "summary.json"))
-    assert [c[0] for c in shards] == ["sanitize_shard0", "sanitize_shard1", "sanitize_shard2"]
-    for i, (_step, cmd, env) in enumerate(shards):
-        assert cmd[cmd.index("--shard") + 1] == f"{i}/3" and env == {"CUDA_VISIBLE_DEVICES": str(5 + i)}
+    for extra, want in (([], "3"), (["--sanitize-gpus", "8"], "3"), (["--sanitize-gpus", "1"], "1")):
+        calls.clear()
+        assert F.main(["--out", str(tmp_path), "--no-timing", "--sanitize", "--draws", "leaderboard", *extra]) == 0
+        (step, cmd, _env), = [c for c in calls if c[0].startswith("sanitize")]
+        summary = __import__("json").load(open(tmp_path / "summary.json"))
+        assert cmd[1] == "tools/sanitize_sweep.py" and cmd[cmd.index("--gpus") + 1] == want
         assert cmd[cmd.index("--seed") + 1] == str(summary["test_seed"])
-        assert cmd[cmd.index("--out") + 1].endswith(os.path.join("sanitize", f"shard{i}"))
-    assert summary["sanitize"]["shards"] == [0, 0, 1] and not summary["sanitize"]["clean"]
-    calls.clear()
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    F.main(["--out", str(tmp_path), "--no-timing", "--sanitize", "--sanitize-gpus", "8", "--draws", "leaderboard"])
-    assert sorted(c[2]["CUDA_VISIBLE_DEVICES"] for c in calls if c[0].startswith("sanitize")) == ["0", "1", "2"]
-    calls.clear()
-    F.main(["--out", str(tmp_path), "--no-timing", "--sanitize", "--sanitize-gpus", "1", "--draws", "leaderboard"])
-    assert [c[0] for c in calls if c[0].startswith("sanitize")] == ["sanitize"]  # one GPU: one process
+        assert summary["sanitize"]["gpus"] == int(want) and not summary["sanitize"]["clean"]
     with pytest.raises(SystemExit):
         F.main(["--out", str(tmp_path), "--sanitize", "--sanitize-gpus", "0"])
 

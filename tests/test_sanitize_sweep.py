@@ -105,6 +105,39 @@ def test_pick_nodes_range_marker_and_shards():
     assert r.returncode == 1 and "--shard wants I/N" in r.stderr
 
 
+def test_gpus_spread_the_slice_one_shard_per_gpu(tmp_path, monkeypatch):
+    """--gpus N: the sweep again per GPU as shard I of N, seeing only that GPU (the listed
+    CUDA_VISIBLE_DEVICES entries when set), with the parent's seed and its own log folder; a
+    shard that fails, or writes no summary, makes the whole unclean; a bad --gpus is refused."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,6,7")
+    assert S.visible_gpus(3) == ["5", "6", "7"] and S.visible_gpus(2) == ["5", "6"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert S.visible_gpus(3) == ["0", "1", "2"]
+    argv = ["--tools", "racecheck", "--gpus", "3", "--seed", "9"]
+    runs = S.shard_runs(argv, ["5", "6", "7"], "/o", 9)
+    for i, (cmd, env) in enumerate(runs):
+        assert env == {"CUDA_VISIBLE_DEVICES": str(5 + i)}
+        assert cmd[1] == os.path.join(ROOT, "tools", "sanitize_sweep.py") and cmd[2:2 + len(argv)] == argv
+        ns = {}
+        for key in ("--gpus", "--shard", "--seed", "--out", "--tools"):  # argparse keeps an option's last value
+            ns[key] = cmd[len(cmd) - 1 - cmd[::-1].index(key) + 1]
+        assert ns == {"--gpus": "1", "--shard": f"{i}/3", "--seed": "9", "--out": os.path.join("/o", f"shard{i}"),
+                      "--tools": "racecheck"}
+    for i, rc in enumerate((0, 1)):
+        os.makedirs(tmp_path / f"shard{i}")
+        (tmp_path / f"shard{i}" / "summary.json").write_text('{"seed": 9}')
+    merged = S.merge_shards(str(tmp_path), [0, 1])
+    assert merged["gpus"] == 2 and [sh["rc"] for sh in merged["shards"]] == [0, 1] and not merged["clean"]
+    assert merged["shards"][0]["summary"] == {"seed": 9}
+    assert S.merge_shards(str(tmp_path), [0, 0])["clean"]
+    no_summary = S.merge_shards(str(tmp_path), [0, 0, 0])  # shard2 wrote none
+    assert no_summary["shards"][2]["summary"] is None and not no_summary["clean"]
+    for bad in (["--gpus", "0"], ["--gpus", "2", "--shard", "0/2"]):
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "sanitize_sweep.py"), *bad],
+                           capture_output=True, text=True)
+        assert r.returncode == 1 and "--gpus wants" in r.stderr
+
+
 def test_sanitizer_command():
     cmd = S.sanitizer_command("/cs", "racecheck", "/o/racecheck.log", ["t.py::a[1, 2]", "t.py::b"])
     assert cmd[:3] == ["/cs", "--tool", "racecheck"]

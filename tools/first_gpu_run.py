@@ -21,8 +21,9 @@ Steps (each writes DIR/<step>.log; DIR/summary.json holds what they found):
                 under compute-sanitizer memcheck, racecheck, synccheck and initcheck, side by side;
                 on an H100 in session 51, each beside other tools: memcheck 7 min, initcheck 6,
                 synccheck 8, racecheck ~15 in two parts), whatever steps 2-5 found; with several GPUs
-                one interleaved shard of the slice per GPU (--sanitize-gpus N; exp. 185: the whole
-                slice on two H200s in one 10-minute call), logs in DIR/sanitize/shardI
+                one interleaved shard of the slice per GPU (the sweep's --gpus; --sanitize-gpus N
+                caps it; exp. 185: the whole slice on two H200s in one 10-minute call), logs in
+                DIR/sanitize/shardI
 Timing runs only for a problem whose tests all passed: a number from a wrong kernel is no number.
 
 --quick limits step 2 to the leaderboard's test and benchmark shapes of both problems
@@ -42,7 +43,6 @@ import os
 import random
 import subprocess
 import sys
-import threading
 import time
 import xml.etree.ElementTree as ET
 
@@ -97,39 +97,6 @@ def run(step: str, cmd: list[str], out_dir: str, env: dict | None = None) -> tup
     secs = time.time() - t0
     print(f"[{step}] rc {rc} in {secs:.0f} s", flush=True)
     return rc, secs
-
-
-def visible_gpus(count: int) -> list[str]:
-    """The CUDA_VISIBLE_DEVICES entries of the first `count` GPUs this process sees (its own list
-    when one is set, else 0..count-1): one sanitizer shard runs on each."""
-    listed = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    return listed[:count] if listed else [str(i) for i in range(count)]
-
-
-def sanitize_shards(out_dir: str, seed: str, gpus: list[str]) -> dict:
-    """tools/sanitize_sweep.py over the slice: one process on one GPU, or with several GPUs one
-    interleaved shard per GPU (`--shard I/N`, CUDA_VISIBLE_DEVICES), side by side -- exp. 185 ran the
-    slice so on two H200s in one 10-minute call.  Each shard's logs go to DIR/sanitize/shardI."""
-    base = [sys.executable, "tools/sanitize_sweep.py", "--seed", seed]
-    if len(gpus) <= 1:
-        rc, secs = run("sanitize", base + ["--out", os.path.join(out_dir, "sanitize")], out_dir)
-        return {"rc": rc, "seconds": round(secs), "clean": rc == 0}
-    n = len(gpus)
-    results: list = [None] * n
-
-    def shard(i):
-        results[i] = run(f"sanitize_shard{i}", base + ["--out", os.path.join(out_dir, "sanitize", f"shard{i}"),
-                                                       "--shard", f"{i}/{n}"], out_dir,
-                         {"CUDA_VISIBLE_DEVICES": gpus[i]})
-
-    threads = [threading.Thread(target=shard, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    rcs = [r[0] for r in results]
-    return {"rc": max(rcs), "seconds": round(max(r[1] for r in results)), "shards": rcs,
-            "clean": all(rc == 0 for rc in rcs)}
 
 
 def device_info() -> dict | None:
@@ -231,9 +198,11 @@ def main(argv=None) -> int:
             run("bench", [sys.executable, "benchmarks/bench.py", "--json", os.path.join(out_dir, "bench.json"),
                           "--png", os.path.join(out_dir, "bench.png")], out_dir)
     if args.sanitize:
-        have = dev.get("gpus", 1)
-        gpus = visible_gpus(min(args.sanitize_gpus or have, have))
-        summary["sanitize"] = sanitize_shards(out_dir, seed_env["NVFP4_TEST_SEED"], gpus)
+        gpus = min(args.sanitize_gpus or dev.get("gpus", 1), dev.get("gpus", 1))
+        rc_s, secs_s = run("sanitize", [sys.executable, "tools/sanitize_sweep.py", "--out",
+                                        os.path.join(out_dir, "sanitize"), "--seed", seed_env["NVFP4_TEST_SEED"],
+                                        "--gpus", str(gpus)], out_dir)
+        summary["sanitize"] = {"rc": rc_s, "seconds": round(secs_s), "gpus": gpus, "clean": rc_s == 0}
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(json.dumps({"failed": len(failures), "bisect": {k: v["verdict"] for k, v in bisect.items()},

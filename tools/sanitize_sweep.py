@@ -3,7 +3,7 @@ initcheck, one process per tool (side by side by default), every log kept.
 
     python3 tools/sanitize_sweep.py --out sanitize [--tools memcheck,racecheck] [--per-test 1] [--serial]
                                     [--start N] [--count N] [--shard I/N] [--marker M]
-                                    [--all-kernels]
+                                    [--gpus N] [--all-kernels]
 
 The slice: the first --per-test parametrizations of every test function in tests/test_gpu_kernels.py
 and tests/test_gpu_masked.py (one per function by default: every kernel family, form and schedule
@@ -109,6 +109,34 @@ def parse_shard(shard: str) -> tuple[int, int]:
     if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
         raise SystemExit(f"sanitize_sweep: --shard wants I/N with 0 <= I < N, got {shard!r}")
     return int(m.group(1)), int(m.group(2))
+
+
+def visible_gpus(count: int) -> list[str]:
+    """The CUDA_VISIBLE_DEVICES entries of the first `count` GPUs this process sees (its own list
+    when one is set, else 0..count-1)."""
+    listed = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return listed[:count] if listed else [str(i) for i in range(count)]
+
+
+def shard_runs(argv: list[str], gpus: list[str], out_dir: str, seed: int) -> list[tuple[list[str], dict]]:
+    """[(command, extra environment)] of --gpus: this sweep again once per GPU, as interleaved shard
+    I of N (`--shard`), seeing only that GPU, with the parent's seed and DIR/shardI for its logs
+    (appended after the parent's `argv`: argparse takes an option's last value)."""
+    n = len(gpus)
+    return [([sys.executable, os.path.abspath(__file__), *argv, "--gpus", "1", "--shard", f"{i}/{n}",
+              "--seed", str(seed), "--out", os.path.join(out_dir, f"shard{i}")], {"CUDA_VISIBLE_DEVICES": gpu})
+            for i, gpu in enumerate(gpus)]
+
+
+def merge_shards(out_dir: str, rcs: list[int]) -> dict:
+    """The parent's summary of a --gpus run: each shard's own summary.json (or None where the shard
+    wrote none) and exit status; clean only when every shard exited 0 and wrote its summary."""
+    shards = []
+    for i, rc in enumerate(rcs):
+        path = os.path.join(out_dir, f"shard{i}", "summary.json")
+        shards.append({"rc": rc, "summary": json.load(open(path)) if os.path.exists(path) else None})
+    return {"gpus": len(rcs), "shards": shards,
+            "clean": all(sh["rc"] == 0 and sh["summary"] is not None for sh in shards)}
 
 
 def collect(env: dict, marker: str | None = None) -> list[str]:
@@ -280,11 +308,17 @@ def main(argv=None) -> int:
     ap.add_argument("--count", type=int, default=None, help="run at most COUNT tests from START")
     ap.add_argument("--shard", default=None, help="I/N: every N-th test of the slice from the I-th (one GPU each)")
     ap.add_argument("--marker", default=None, help="only the slice's tests with this pytest mark (e.g. graphs)")
+    ap.add_argument("--gpus", type=int, default=1,
+                    help="spread the slice over this many GPUs, one interleaved shard each (DIR/shardI; "
+                         "exp. 185 ran it on two H200s in one 10-minute call)")
     ap.add_argument("--all-kernels", action="store_true",
                     help="check torch's kernels too (default: ours only; initcheck always checks all)")
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = ap.parse_args(argv)
     if args.shard:
         parse_shard(args.shard)  # a bad --shard fails before any GPU work
+    if args.gpus < 1 or (args.gpus > 1 and args.shard):
+        raise SystemExit("sanitize_sweep: --gpus wants N >= 1, and makes its own shards (no --shard with it)")
     tools = [t for t in args.tools.split(",") if t]
     bad = [t for t in tools if t not in TOOLS]
     if bad:
@@ -301,6 +335,15 @@ def main(argv=None) -> int:
     out_dir = os.path.abspath(args.out)
     os.makedirs(out_dir, exist_ok=True)
     seed = args.seed if args.seed is not None else int(os.environ.get("NVFP4_TEST_SEED") or random.randrange(1 << 30))
+    if min(args.gpus, torch.cuda.device_count()) > 1:
+        gpus = visible_gpus(min(args.gpus, torch.cuda.device_count()))
+        procs = [subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **extra})
+                 for cmd, extra in shard_runs(argv, gpus, out_dir, seed)]
+        merged = {"seed": seed, **merge_shards(out_dir, [p.wait() for p in procs])}
+        with open(os.path.join(out_dir, "summary.json"), "w") as f:
+            json.dump(merged, f, indent=1)
+        print(f"sanitize_sweep: {len(gpus)} shards, exit statuses {[sh['rc'] for sh in merged['shards']]}", flush=True)
+        return 0 if merged["clean"] else 1
     env = {**os.environ, "NVFP4_TEST_SEED": str(seed)}
     only = set(collect(env, args.marker)) if args.marker else None
     nodes = pick_nodes(select_nodes(collect(env), args.per_test), args.start, args.count, args.shard, only)
