@@ -345,7 +345,8 @@ def main(argv=None) -> int:
         print(f"sanitize_sweep: {len(gpus)} shards, exit statuses {[sh['rc'] for sh in merged['shards']]}", flush=True)
         return 0 if merged["clean"] else 1
     env = {**os.environ, "NVFP4_TEST_SEED": str(seed)}
-    only = set(collect(env, args.marker)) if args.marker else None
+    graph_nodes = set(collect(env, "graphs"))
+    only = None if not args.marker else graph_nodes if args.marker == "graphs" else set(collect(env, args.marker))
     nodes = pick_nodes(select_nodes(collect(env), args.per_test), args.start, args.count, args.shard, only)
     if not nodes:  # pytest given no node ids would run every test under tests/
         raise SystemExit(f"sanitize_sweep: no test left to run after --start {args.start} --count {args.count} "
@@ -354,7 +355,6 @@ def main(argv=None) -> int:
     summary = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                "device": torch.cuda.get_device_name(0), "sanitizer": version[-1] if version else binary,
                "seed": seed, "start": args.start, "shard": args.shard, "marker": args.marker, "nodes": nodes, "tools": {}}
-    graph_nodes = set(collect(env, "graphs"))
     print(f"sanitize_sweep: {len(nodes)} tests x {tools}, NVFP4_TEST_SEED={seed}", flush=True)
 
     def sanitize(tool, cmd, log, out, extra_env) -> dict:
