@@ -1,9 +1,13 @@
-"""tools/first_gpu_run.py (the first session on a GPU our kernels have never run on): its report
-parsing and bisection verdicts on CPU, and that without a GPU it runs nothing and says so."""
+"""tools/first_gpu_run.py (the first session on a GPU our kernels have never run on), on CPU: its
+pytest -v parsing and verdicts, and whole runs against a stand-in pytest (real processes: chunks
+on several "GPUs", a hung test, a process that dies, a budget that runs out and the --resume that
+goes on); and that without a GPU it runs nothing and says so."""
 
+import json
 import os
 import subprocess
 import sys
+import textwrap
 
 import pytest
 import torch
@@ -13,23 +17,27 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import first_gpu_run as F  # noqa: E402
 
-JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="1" failures="2" tests="5">
-<testcase classname="tests.test_gpu_kernels" name="test_dual[(256, 4096, 7168, 1)-1111]" time="1.0"/>
-<testcase classname="tests.test_gpu_kernels" name="test_dual[(256, 3072, 4096, 1)-1111]" time="1.0"><failure message="x">boom</failure></testcase>
-<testcase classname="tests.test_gpu_kernels" name="test_grouped[96x128x256-128x256x512-1111]" time="1.0"><failure message="x">boom</failure></testcase>
-<testcase classname="tests.test_gpu_bundle" name="test_bundle_runs_on_gpu[group]" time="1.0"><error message="x">fixture</error></testcase>
-<testcase classname="tests.test_gpu_kernels" name="test_dual_skinny[(1, 512, 256, 1)]" time="1.0"><skipped message="no GPU"/></testcase>
-</testsuite></testsuites>"""
+# pytest -v's lines as it prints them (node ids with spaces; a passing call with a failing teardown)
+LOG = """$ python -m pytest -v ...
+tests/test_gpu_kernels.py::test_dual[(256, 4096, 7168, 1)-1111] PASSED   [ 20%]
+tests/test_gpu_kernels.py::test_dual[(256, 3072, 4096, 1)-1111] FAILED   [ 40%]
+tests/test_gpu_kernels.py::test_grouped[96x128x256-1111] PASSED   [ 60%]
+tests/test_gpu_kernels.py::test_grouped[96x128x256-1111] ERROR   [ 60%]
+tests/test_gpu_bundle.py::test_bundle_runs_on_gpu[group] SKIPPED (no GPU)   [ 80%]
+tests/test_gpu_kernels.py::test_table_writer_kernel_alone """
+NODES = ["tests/test_gpu_kernels.py::test_dual[(256, 4096, 7168, 1)-1111]",
+         "tests/test_gpu_kernels.py::test_dual[(256, 3072, 4096, 1)-1111]",
+         "tests/test_gpu_kernels.py::test_grouped[96x128x256-1111]",
+         "tests/test_gpu_bundle.py::test_bundle_runs_on_gpu[group]",
+         "tests/test_gpu_kernels.py::test_table_writer_kernel_alone"]
 
 
-def test_failed_tests_are_node_ids(tmp_path):
-    path = tmp_path / "j.xml"
-    path.write_text(JUNIT)
-    assert F.failed_tests(str(path)) == [
-        "tests/test_gpu_kernels.py::test_dual[(256, 3072, 4096, 1)-1111]",
-        "tests/test_gpu_kernels.py::test_grouped[96x128x256-128x256x512-1111]",
-        "tests/test_gpu_bundle.py::test_bundle_runs_on_gpu[group]",
-    ]
+def test_results_and_the_running_test_from_the_log():
+    assert F.results_in_log(LOG, NODES) == {NODES[0]: "PASSED", NODES[1]: "FAILED", NODES[2]: "ERROR",
+                                            NODES[3]: "SKIPPED"}
+    assert F.results_in_log(LOG, NODES[:1]) == {NODES[0]: "PASSED"}  # only the nodes asked about
+    assert F.running_in_log(LOG, NODES) == NODES[4]
+    assert F.running_in_log(LOG + "PASSED  [100%]\n", NODES) is None
 
 
 def test_problem_of_and_verdicts():
@@ -37,12 +45,27 @@ def test_problem_of_and_verdicts():
     assert F.problem_of("tests/test_gpu_kernels.py::test_grouped[96x128x256-1111]") == "group"
     assert F.problem_of("tests/test_gpu_kernels.py::test_cuda_graph_replay[group]") == "group"
     assert F.problem_of("tests/test_gpu_kernels.py::test_table_writer_kernel_alone") == "other"
+    assert F.problem_of("tests/test_gpu_masked.py::test_masked_counts_on_the_gpu[4]") == "group"
+    assert F.problem_of("tests/test_gpu_kernels.py::test_moe_calls[x]") == "group"
     assert F.verdict({"graphs_off": True}).startswith("CUDA-graph replay")
     assert F.verdict({"graphs_off": False, "graphs_and_writer_off": True}).startswith("table writer")
     assert F.verdict({"graphs_off": False, "graphs_and_writer_off": False}).startswith("the kernel")
     # each bisect step switches off one more layer than the one before
     (s1, e1), (s2, e2) = F.BISECT_STEPS
     assert e1.items() < e2.items()
+
+
+def test_chunk_size():
+    assert F.chunk_size(440, 8, None) == 19 and F.chunk_size(440, 1, None) == 60
+    assert F.chunk_size(20, 8, None) == 8 and F.chunk_size(440, 8, 5) == 5
+
+
+def test_two_gpu_tests_are_marked():
+    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", F.TWO_GPU_MARK, *F.GPU_TESTS,
+                        "tests/test_gpu_masked.py"], cwd=ROOT, capture_output=True, text=True)
+    nodes = [ln for ln in r.stdout.splitlines() if "::" in ln]
+    assert sorted(n.split("::")[1].split("[")[0] for n in nodes) == [
+        "test_masked_on_another_device", "test_tensors_on_another_device", "test_tensors_on_another_device"]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU this would run the tool's whole sequence")
@@ -57,141 +80,225 @@ def test_gpu_tools_without_gpu_run_nothing(tmp_path, tool, says):
     assert not out.exists()
 
 
-def test_reruns_use_the_runs_test_seed(tmp_path, monkeypatch):
-    """Failed tests are rerun in new processes by node id; test_dual's id holds the fresh seed, so
-    every pytest process of one first_gpu_run gets the same NVFP4_TEST_SEED (else the rerun finds
-    no such test and the verdict would blame the kernel)."""
-    calls = []
-
-    def fake_run(step, cmd, out_dir, env=None):
-        calls.append((step, cmd, dict(env or {})))
-        if step == "gpu_tests":
-            open(os.path.join(out_dir, "gpu_tests.xml"), "w").write(JUNIT)
-            return 1, 0.0
-        return 1, 0.0  # every rerun fails too: both bisect steps run
-
-    monkeypatch.setattr(F, "device_info", lambda: {"name": "fake"})
-    monkeypatch.setattr(F, "run", fake_run)
-    assert F.main(["--out", str(tmp_path), "--no-timing"]) == 1
-    seeds = {env.get("NVFP4_TEST_SEED") for _s, cmd, env in calls if "pytest" in cmd}
-    assert len(calls) == 2 + 3 * 2 and len(seeds) == 1 and None not in seeds  # two draws, 3 failures
-    summary = __import__("json").load(open(tmp_path / "summary.json"))
-    assert str(summary["test_seed"]) == seeds.pop()
-    assert all(v["verdict"].startswith("the kernel") for v in summary["bisect"].values())
-
-
-def test_sanitize_step_runs_the_sweep_last(tmp_path, monkeypatch):
-    calls = []
-
-    def fake_run(step, cmd, out_dir, env=None):
-        calls.append((step, cmd))
-        if step == "gpu_tests":
-            open(os.path.join(out_dir, "gpu_tests.xml"), "w").write("<testsuites/>")
-        return 0, 0.0
-
-    monkeypatch.setattr(F, "device_info", lambda: {"name": "fake"})
-    monkeypatch.setattr(F, "run", fake_run)
-    assert F.main(["--out", str(tmp_path), "--no-timing", "--sanitize"]) == 0
-    step, cmd = calls[-1]
-    assert step == "sanitize" and cmd[1] == "tools/sanitize_sweep.py"
-    summary = __import__("json").load(open(tmp_path / "summary.json"))
-    assert cmd[cmd.index("--seed") + 1] == str(summary["test_seed"]) and summary["sanitize"]["clean"]
-    calls.clear()
-    assert F.main(["--out", str(tmp_path), "--no-timing"]) == 0
-    assert "sanitize" not in [c[0] for c in calls]
+# A stand-in for pytest: --collect-only prints the plan's node ids (its "two" ones under -m); a run
+# prints each given node id as pytest -v does, then acts as the plan says for the draw and the layers
+# switched off ("PASSED", "FAILED", "SLOW" (passes after 0.4 s), "HANG", "DIE" (SIGSEGV)), and exits 1
+# if a test failed (or, with "exit_at_start", exits so before any test).  Every run appends its nodes and environment to the calls file.
+FAKE_PYTEST = textwrap.dedent('''
+    import json, os, signal, sys, time
+    plan = json.load(open(os.environ["FAKE_PLAN"]))
+    args = sys.argv[1:]
+    if "--collect-only" in args:
+        print("\\n".join(plan["two"] if "-m" in args else plan["nodes"]))
+        sys.exit(0)
+    nodes = [a for a in args if "::" in a]
+    keys = ("CUDA_VISIBLE_DEVICES", "NVFP4_TEST_DRAW", "NVFP4_TEST_SEED", "NVFP4_GRAPHS", "NVFP4_TABLE_WRITER")
+    with open(os.environ["FAKE_CALLS"], "a") as f:
+        f.write(json.dumps({"nodes": nodes, "env": {k: os.environ.get(k) for k in keys}}) + "\\n")
+    if plan.get("exit_at_start"):
+        sys.exit(plan["exit_at_start"])
+    layer = ("writer_off" if os.environ.get("NVFP4_TABLE_WRITER") == "0" else
+             "graphs_off" if os.environ.get("NVFP4_GRAPHS") == "0" else os.environ["NVFP4_TEST_DRAW"])
+    bad = False
+    for node in nodes:
+        sys.stdout.write(node + " ")
+        sys.stdout.flush()
+        act = plan["plan"].get(node, "PASSED")
+        act = act.get(layer, act.get("default", "PASSED")) if isinstance(act, dict) else act
+        if act == "HANG":
+            time.sleep(600)
+        if act == "DIE":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if act == "SLOW":
+            time.sleep(0.4)
+            act = "PASSED"
+        bad |= act == "FAILED"
+        print(act + "   [ 50%]", flush=True)
+    sys.exit(1 if bad else 0)
+''')
 
 
-def test_sanitize_spreads_over_the_gpus(tmp_path, monkeypatch):
-    """With several GPUs the sweep is asked to spread its slice over all of them (its --gpus: one
-    shard per GPU, tests/test_sanitize_sweep.py), with the run's seed; --sanitize-gpus caps the count
-    at the GPUs there are; a failing sweep is unclean."""
-    calls = []
-
-    def fake_run(step, cmd, out_dir, env=None):
-        calls.append((step, cmd, dict(env or {})))
-        if step == "gpu_tests":
-            open(os.path.join(out_dir, "gpu_tests.xml"), "w").write("<testsuites/>")
-        return (1 if step == "sanitize" else 0), 0.0
-
-    monkeypatch.setattr(F, "device_info", lambda: {"name": "fake", "gpus": 3})
-    monkeypatch.setattr(F, "run", fake_run)
-    for extra, want in (([], "3"), (["--sanitize-gpus", "8"], "3"), (["--sanitize-gpus", "1"], "1")):
-        calls.clear()
-        assert F.main(["--out", str(tmp_path), "--no-timing", "--sanitize", "--draws", "leaderboard", *extra]) == 0
-        (step, cmd, _env), = [c for c in calls if c[0].startswith("sanitize")]
-        summary = __import__("json").load(open(tmp_path / "summary.json"))
-        assert cmd[1] == "tools/sanitize_sweep.py" and cmd[cmd.index("--gpus") + 1] == want
-        assert cmd[cmd.index("--seed") + 1] == str(summary["test_seed"])
-        assert summary["sanitize"]["gpus"] == int(want) and not summary["sanitize"]["clean"]
-    with pytest.raises(SystemExit):
-        F.main(["--out", str(tmp_path), "--sanitize", "--sanitize-gpus", "0"])
-
-
-def test_each_draw_runs_and_its_failures_rerun_under_it(tmp_path, monkeypatch):
-    """The GPU tests run once per input draw (NVFP4_TEST_DRAW: the leaderboard's, then the wide
-    one); a failure in the wide run alone is rerun under the wide draw and holds back its
-    problem's timing."""
-    calls = []
-    wide_junit = ('<testsuites><testsuite name="pytest" failures="1" tests="2"><testcase classname="tests.test_gpu_kernels" '
-                  'name="test_dual[(256, 3072, 4096, 1)-1111]" time="1.0"><failure message="x">boom</failure></testcase>'
-                  '<testcase classname="tests.test_gpu_kernels" name="test_grouped[96x128x256-1111]" time="1.0"/>'
-                  '</testsuite></testsuites>')
-
-    def fake_run(step, cmd, out_dir, env=None):
-        calls.append((step, dict(env or {})))
-        if step == "gpu_tests_wide":
-            open(os.path.join(out_dir, "gpu_tests_wide.xml"), "w").write(wide_junit)
-            return 1, 0.0
-        if step == "gpu_tests":
-            open(os.path.join(out_dir, "gpu_tests.xml"), "w").write("<testsuites/>")
-            return 0, 0.0
-        return 1, 0.0  # the reruns fail too
-
-    monkeypatch.setattr(F, "device_info", lambda: {"name": "fake"})
-    monkeypatch.setattr(F, "run", fake_run)
-    assert F.main(["--out", str(tmp_path), "--no-timing"]) == 1
-    assert [(s, env["NVFP4_TEST_DRAW"]) for s, env in calls[:2]] == [("gpu_tests", "leaderboard"),
-                                                                     ("gpu_tests_wide", "wide")]
-    assert len(calls) == 4 and all(env["NVFP4_TEST_DRAW"] == "wide" for _s, env in calls[2:])
-    summary = __import__("json").load(open(tmp_path / "summary.json"))
-    assert list(summary["bisect"]) == ["wide: tests/test_gpu_kernels.py::test_dual[(256, 3072, 4096, 1)-1111]"]
-    assert summary["timed_problems"] == ["group"] and summary["gpu_tests"]["failed"] == []
-    calls.clear()
-    assert F.main(["--out", str(tmp_path), "--no-timing", "--draws", "leaderboard"]) == 0
-    assert [s for s, _env in calls] == ["gpu_tests"]
-    with pytest.raises(SystemExit):
-        F.main(["--out", str(tmp_path), "--draws", "leaderboard,uniform"])
-
-
-def test_incomplete_runs_and_shared_failures_hold_back_timing(tmp_path, monkeypatch):
-    """A pytest run that did not complete (a crash: rc -11, no junit) fails the tool and times
-    nothing; a failure in a test of neither problem (the table writer) holds back both problems'
-    timings; a masked or MoE test counts as the grouped problem's."""
-    import json
-
-    def crashed(step, cmd, out_dir, env=None):
-        return -11, 0.0
-
-    monkeypatch.setattr(F, "device_info", lambda: {"name": "fake"})
-    monkeypatch.setattr(F, "run", crashed)
-    assert F.main(["--out", str(tmp_path), "--draws", "leaderboard"]) == 1
-    summary = json.load(open(tmp_path / "summary.json"))
-    assert summary["timed_problems"] == [] and "note" in summary["gpu_tests"]
-
-    writer_junit = ('<testsuites><testsuite name="pytest" failures="1" tests="1"><testcase classname="tests.test_gpu_kernels" '
-                    'name="test_table_writer_kernel_alone" time="1.0"><failure message="x">boom</failure></testcase>'
-                    '</testsuite></testsuites>')
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """main() against the stand-in pytest on a machine with `gpus` fake GPUs; returns
+    run(plan, *args) -> (exit code, summary, [calls])."""
+    script = tmp_path / "fake_pytest.py"
+    script.write_text(FAKE_PYTEST)
+    calls_path, plan_path, out = tmp_path / "calls.jsonl", tmp_path / "plan.json", tmp_path / "out"
+    monkeypatch.setattr(F, "PYTEST", [sys.executable, str(script)])
+    monkeypatch.setattr(F, "POLL_S", 0.05)
+    monkeypatch.setenv("FAKE_CALLS", str(calls_path))
+    monkeypatch.setenv("FAKE_PLAN", str(plan_path))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("NVFP4_TEST_SEED", raising=False)
     steps = []
 
-    def writer_fails(step, cmd, out_dir, env=None):
-        steps.append(step)
-        if step == "gpu_tests":
-            open(os.path.join(out_dir, "gpu_tests.xml"), "w").write(writer_junit)
-        return 1, 0.0
+    def fake_step(self, name, cmd, env=None):
+        steps.append((name, cmd, dict(env or {})))
+        return {"rc": 0, "seconds": 0}
 
-    monkeypatch.setattr(F, "run", writer_fails)
-    assert F.main(["--out", str(tmp_path), "--draws", "leaderboard"]) == 1
-    assert json.load(open(tmp_path / "summary.json"))["timed_problems"] == []
-    assert not any(s.startswith(("timing_", "bench")) for s in steps)
-    assert F.problem_of("tests/test_gpu_masked.py::test_masked_counts_on_the_gpu[4]") == "group"
-    assert F.problem_of("tests/test_gpu_kernels.py::test_moe_calls[x]") == "group"
+    monkeypatch.setattr(F.Run, "step", fake_step)
+
+    def run(plan, *args, gpus=3):
+        monkeypatch.setattr(F, "device_info", lambda: {"name": "fake", "gpus": gpus})
+        plan_path.write_text(json.dumps({"two": [], "plan": {}, **plan}))
+        if calls_path.exists():
+            calls_path.unlink()
+        steps.clear()
+        rc = F.main(["--out", str(out), *args])
+        calls = [json.loads(ln) for ln in calls_path.read_text().splitlines()] if calls_path.exists() else []
+        return rc, json.load(open(out / "summary.json")), calls
+
+    run.steps = steps
+    return run
+
+
+def _nodes(n, prefix="tests/test_gpu_kernels.py::test_dual[(256, 4096, {}, 1)-7]"):
+    return [prefix.format(i) for i in range(n)]
+
+
+def test_chunks_spread_over_the_gpus_and_two_gpu_tests_see_all(fake):
+    nodes = _nodes(9) + ["tests/test_gpu_kernels.py::test_tensors_on_another_device[dual]"]
+    rc, summary, calls = fake({"nodes": nodes, "two": nodes[-1:]}, "--draws", "leaderboard", "--chunk", "2",
+                              "--no-timing")
+    assert rc == 0 and summary["complete"] and summary["gpus"] == 3
+    rec = summary["gpu_tests"]
+    assert set(rec["results"]) == set(nodes) and rec["failed"] == [] and rec["complete"]
+    ran = [n for c in calls for n in c["nodes"]]
+    assert sorted(ran) == sorted(nodes)  # each test once
+    single = [c for c in calls if c["nodes"] != nodes[-1:]]
+    assert len(single) == 5 and {c["env"]["CUDA_VISIBLE_DEVICES"] for c in single} <= {"0", "1", "2"}
+    assert len({c["env"]["CUDA_VISIBLE_DEVICES"] for c in single}) > 1
+    (two,) = [c for c in calls if c["nodes"] == nodes[-1:]]
+    assert two["env"]["CUDA_VISIBLE_DEVICES"] == "0,1,2"
+    assert len({c["env"]["NVFP4_TEST_SEED"] for c in calls}) == 1
+    assert str(summary["test_seed"]) == calls[0]["env"]["NVFP4_TEST_SEED"]
+    # one GPU: the two-GPU test runs in a chunk like any other (and would skip there)
+    rc, summary, calls = fake({"nodes": nodes, "two": nodes[-1:]}, "--draws", "leaderboard", "--no-timing",
+                              "--chunk", "10", gpus=1)
+    assert rc == 0 and len(calls) == 1 and calls[0]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+
+
+def test_a_hung_test_and_a_dead_process_fail_and_their_chunks_go_on(fake):
+    """A test that hangs is killed after --test-timeout, one whose process dies is counted failed;
+    the tests after each in its chunk still run (a new process); each failure is bisected under
+    its draw, one layer off after another, and holds back its problem's timing."""
+    nodes = _nodes(4) + _nodes(3, "tests/test_gpu_kernels.py::test_grouped[g{}-7]")
+    plan = {nodes[1]: "HANG", nodes[4]: "DIE",
+            nodes[5]: {"default": "FAILED", "graphs_off": "PASSED"}}
+    rc, summary, calls = fake({"nodes": nodes, "plan": plan}, "--draws", "leaderboard", "--chunk", "4",
+                              "--test-timeout", "1")
+    assert rc == 1 and summary["complete"]
+    rec = summary["gpu_tests"]
+    assert rec["failed"] == [nodes[1], nodes[4], nodes[5]]
+    assert rec["lost"][nodes[1]].startswith("hung") and rec["lost"][nodes[4]] == "process died, rc -11"
+    assert {n for n, r in rec["results"].items() if r == "PASSED"} == set(nodes) - {nodes[1], nodes[4], nodes[5]}
+    b = summary["bisect"]
+    assert b[f"leaderboard: {nodes[5]}"]["verdict"].startswith("CUDA-graph replay")
+    assert b[f"leaderboard: {nodes[1]}"]["verdict"].startswith("the kernel")  # hangs with both layers off too
+    reruns = [c for c in calls if c["env"]["NVFP4_GRAPHS"] == "0"]
+    assert len(reruns) == 2 + 2 + 1 and all(len(c["nodes"]) == 1 for c in reruns)
+    assert summary["timed_problems"] == [] and fake.steps == []  # both problems failed: nothing timed
+
+
+def test_budget_stops_and_resume_goes_on(fake, monkeypatch):
+    """With --budget the run ends on time (exit 3, "complete": false), keeping every finished test;
+    --resume keeps the seed and those results, runs only the rest, then the timing steps."""
+    monkeypatch.setattr(F, "LAST_START_S", 0.3)
+    nodes = _nodes(12)
+    plan = {"nodes": nodes, "plan": {n: "SLOW" for n in nodes}}
+    rc, summary, calls = fake(plan, "--draws", "leaderboard", "--chunk", "3", "--budget", "1.5", gpus=2)
+    assert rc == 3 and not summary["complete"] and not summary["gpu_tests"]["complete"]
+    done = set(summary["gpu_tests"]["results"])
+    assert 0 < len(done) < len(nodes) and fake.steps == []
+    seed = summary["test_seed"]
+    rc, summary, calls = fake(plan, "--draws", "leaderboard", "--chunk", "3", "--resume", gpus=2)
+    assert rc == 0 and summary["complete"] and summary["test_seed"] == seed
+    assert set(summary["gpu_tests"]["results"]) == set(nodes)
+    assert not done & {n for c in calls for n in c["nodes"]}  # nothing reported before ran again
+    assert [s for s, _c, _e in fake.steps] == ["timing_dual", "timing_dual_graphs_off", "timing_group",
+                                               "timing_group_graphs_off", "bench"]
+    assert len(summary["calls"]) == 2
+    # a third call finds nothing left to do
+    rc, summary, calls = fake(plan, "--draws", "leaderboard", "--resume", gpus=2)
+    assert rc == 0 and calls == [] and fake.steps == []
+
+
+def test_each_draw_runs_and_its_failures_rerun_under_it(fake):
+    """The GPU tests run once per input draw (NVFP4_TEST_DRAW: the leaderboard's, then the wide
+    one); a failure in the wide run alone is rerun under the wide draw and holds back its
+    problem's timing only."""
+    nodes = _nodes(2) + ["tests/test_gpu_kernels.py::test_grouped[g0-7]"]
+    rc, summary, calls = fake({"nodes": nodes, "plan": {nodes[1]: {"wide": "FAILED", "graphs_off": "FAILED",
+                                                                 "writer_off": "FAILED"}}}, gpus=1)
+    assert rc == 1
+    assert [c["env"]["NVFP4_TEST_DRAW"] for c in calls[:2]] == ["leaderboard", "wide"]
+    assert len(calls) == 4 and all(c["env"]["NVFP4_TEST_DRAW"] == "wide" for c in calls[2:])
+    assert list(summary["bisect"]) == [f"wide: {nodes[1]}"]
+    assert summary["timed_problems"] == ["group"] and summary["gpu_tests"]["failed"] == []
+    assert [s for s, _c, _e in fake.steps] == ["timing_group", "timing_group_graphs_off"]
+    rc, summary, calls = fake({"nodes": nodes}, "--no-timing", "--draws", "leaderboard", gpus=1)
+    assert rc == 0 and [c["env"]["NVFP4_TEST_DRAW"] for c in calls] == ["leaderboard"]
+    with pytest.raises(SystemExit):
+        F.main(["--draws", "leaderboard,uniform"])
+
+
+def test_incomplete_runs_and_shared_failures_hold_back_timing(fake):
+    """A pytest process that dies before any test starts (nothing to blame) leaves its tests unrun:
+    the tool fails and times nothing; a failure in a test of neither problem (the table writer)
+    holds back both problems' timings."""
+    nodes = ["tests/test_gpu_kernels.py::test_table_writer_kernel_alone"] + _nodes(2)
+    rc, summary, calls = fake({"nodes": nodes, "plan": {nodes[0]: "FAILED"}}, "--draws", "leaderboard", gpus=1)
+    assert rc == 1 and summary["timed_problems"] == [] and fake.steps == []
+    rc, summary, calls = fake({"nodes": nodes, "exit_at_start": 4}, "--draws", "leaderboard", gpus=1)
+    rec = summary["gpu_tests"]
+    assert rc == 1 and not rec["complete"] and rec["not_run"] == 3 and "pytest did not complete" in rec["note"]
+    assert summary["timed_problems"] == [] and fake.steps == [] and len(calls) == 1
+
+
+def test_sanitize_runs_each_tool_over_every_gpu_last(fake):
+    """--sanitize: one sweep per tool, after the timings, each over every GPU with the run's seed;
+    a tool that fails makes the sanitizer unclean; finished tools are not run again on --resume."""
+    nodes = _nodes(2) + ["tests/test_gpu_kernels.py::test_grouped[g0-7]"]
+    rc, summary, _calls = fake({"nodes": nodes}, "--draws", "leaderboard", "--sanitize", gpus=3)
+    names = [s for s, _c, _e in fake.steps]
+    assert names[-4:] == [f"sanitize_{t}" for t in F.SANITIZER_TOOLS] and names[-5] == "bench"
+    for _s, cmd, _e in fake.steps[-4:]:
+        assert cmd[1] == "tools/sanitize_sweep.py" and cmd[cmd.index("--gpus") + 1] == "3"
+        assert cmd[cmd.index("--seed") + 1] == str(summary["test_seed"])
+    assert summary["sanitize"]["clean"] and set(summary["sanitize"]["tools"]) == set(F.SANITIZER_TOOLS)
+    rc, summary, _calls = fake({"nodes": nodes}, "--draws", "leaderboard", "--sanitize", "--resume",
+                               "--sanitize-tools", "initcheck,racecheck", "--gpus", "2", gpus=3)
+    assert rc == 0 and fake.steps == [] and summary["gpus"] == 2
+    with pytest.raises(SystemExit):
+        F.main(["--sanitize-tools", "memcheck,valgrind"])
+    with pytest.raises(SystemExit):
+        F.main(["--gpus", "0"])
+
+
+def test_real_pytest_output_names_results_and_the_hung_test(tmp_path, monkeypatch):
+    """The parsing against pytest itself (not the stand-in): ids with spaces, a failure, a test that
+    hangs (killed after the timeout and named from the unbuffered log), then the rest of the chunk
+    in a new process."""
+    (tmp_path / "test_probe.py").write_text(textwrap.dedent('''
+        import time, pytest
+        @pytest.mark.parametrize("shape", [(256, 4096, 7168, 1)], ids=str)
+        def test_a(shape):
+            pass
+        def test_b():
+            assert False
+        def test_c():
+            time.sleep(60)
+        def test_d():
+            pass
+    '''))
+    monkeypatch.setattr(F, "POLL_S", 0.1)
+    monkeypatch.setattr(F, "ROOT", str(tmp_path))
+    run = F.Run(str(tmp_path), {}, ["0"], None, 4.0, {"NVFP4_TEST_SEED": "1"})
+    nodes = ["test_probe.py::test_a[(256, 4096, 7168, 1)]", "test_probe.py::test_b", "test_probe.py::test_c",
+             "test_probe.py::test_d"]
+    assert F.collect(["test_probe.py"], {}) == nodes
+    rec = run.tests("gpu_tests", "leaderboard", nodes, set(), 10)
+    assert rec["results"] == {nodes[0]: "PASSED", nodes[1]: "FAILED", nodes[3]: "PASSED"}
+    assert list(rec["lost"]) == [nodes[2]] and rec["failed"] == nodes[1:3] and rec["complete"]
+    assert [c["tests"] for c in rec["chunks"]] == [4, 1]

@@ -303,6 +303,7 @@ def test_cuda_graph_outlives_its_template(problem, shape, monkeypatch):
         "the graph wrote into memory its dropped template had given back"
 
 
+@pytest.mark.two_gpus
 @pytest.mark.parametrize("problem", ["dual", "group"])
 def test_tensors_on_another_device(problem):
     """A process using two GPUs: calls on tensors of the GPU that is not the current one run

@@ -128,6 +128,7 @@ def test_masked_small_counts(small):
         assert gemm.configs[0].skinny and gemm.cfg.masked_above == 16
 
 
+@pytest.mark.two_gpus
 def test_masked_on_another_device():
     """A process using two GPUs: MaskedGroupedGemm on the tensors of the GPU that is not the
     current one (the skinny + mixed split, so its side stream too, and the mixed form alone) runs

@@ -2,29 +2,43 @@
 the checks README's "What has run where" asks for, in that order, with every output kept.
 
     python3 tools/first_gpu_run.py [--out first_gpu_run] [--quick] [--no-timing] [--sanitize]
-                                   [--sanitize-gpus N] [--draws leaderboard,wide]
+                                   [--sanitize-tools T,..] [--gpus N] [--draws leaderboard,wide]
+                                   [--budget SECONDS] [--resume] [--chunk K] [--test-timeout S]
 
-Steps (each writes DIR/<step>.log; DIR/summary.json holds what they found):
+Steps (each writes DIR/<step>*.log; DIR/summary.json holds what they found, rewritten after every
+pytest process and every step, so a run cut short keeps what it had found):
   1. device     the GPU, its capability and driver, and the arch our kernels compile for there
-  2. gpu_tests  pytest tests/test_gpu_kernels.py tests/test_gpu_bundle.py (junit XML kept), once per
-                input draw (NVFP4_TEST_DRAW): the leaderboard's, then the wide one (every e2m1 code,
-                every finite e4m3 scale on each operand: what real checkpoints hold and the
-                leaderboard's inputs never set); steps gpu_tests and gpu_tests_wide
+  2. gpu_tests  pytest tests/test_gpu_kernels.py tests/test_gpu_bundle.py, once per input draw
+                (NVFP4_TEST_DRAW): the leaderboard's, then the wide one (every e2m1 code, every finite
+                e4m3 scale on each operand: what real checkpoints hold and the leaderboard's inputs
+                never set); steps gpu_tests and gpu_tests_wide.  The draw's node ids are cut into
+                chunks of --chunk tests, run one pytest process per GPU at a time (CUDA_VISIBLE_DEVICES
+                = that GPU; logs DIR/<step>.cI.log), then the tests marked `two_gpus` with every GPU
+                visible.  A test that reports nothing for --test-timeout seconds (a hung kernel; 300
+                by default) is killed and counted failed, as is a test whose process dies under it (a
+                fault that kills python), and its chunk goes on after it in a new process.
   3. bisect     each failed test (the first --max-bisect, 12) again, alone, with NVFP4_GRAPHS=0
                 (no CUDA-graph replay), then also NVFP4_TABLE_WRITER=0 (grouped: no
                 table-writer kernel; each address set's workspace uploaded once): which layer a
                 failure lives in -- it passes once the layer is off -- or the kernel itself (it
-                fails with both off)
+                fails with both off); one failure per GPU at a time
   4. timing     benchmarks/leaderboard_timing.py, by default and with NVFP4_GRAPHS=0
   5. bench      benchmarks/bench.py --json --png (the main job)
-  6. sanitize   with --sanitize: tools/sanitize_sweep.py into DIR/sanitize (a slice of the GPU tests
-                under compute-sanitizer memcheck, racecheck, synccheck and initcheck, side by side;
-                on an H100 in session 51, each beside other tools: memcheck 7 min, initcheck 6,
-                synccheck 8, racecheck ~15 in two parts), whatever steps 2-5 found; with several GPUs
-                one interleaved shard of the slice per GPU (the sweep's --gpus; --sanitize-gpus N
-                caps it; exp. 185: the whole slice on two H200s in one 10-minute call), logs in
-                DIR/sanitize/shardI
+  6. sanitize   with --sanitize: tools/sanitize_sweep.py, one tool after another (--sanitize-tools;
+                default all four), each spread over every GPU (the sweep's --gpus: one interleaved
+                shard of its slice per GPU; exp. 185: the whole slice, all tools, on two H200s in one
+                10-minute call), logs in DIR/sanitize/<tool>
 Timing runs only for a problem whose tests all passed: a number from a wrong kernel is no number.
+
+Calls with a time limit (the device tool's 10 minutes a command): --budget SECONDS ends the run
+before that many seconds -- no new process starts within 30 s of it, and what still runs at it is
+stopped and left for later -- then summary.json says "complete": false and the exit code is 3.
+Run the same command again with --resume (the same DIR, kept on the machine between calls) and it
+goes on: the stored test seed, every test with a result and every finished step are kept, the rest
+run.  A whole first run on a B200 machine, each call ending with its logs packed:
+    timeout 590 python3 tools/first_gpu_run.py --out first_b200 --sanitize --budget 540 --resume; \\
+    tar czf $OUT/first_b200.tgz first_b200
+repeated until summary.json says "complete": true.
 
 --quick limits step 2 to the leaderboard's test and benchmark shapes of both problems
 (`test_dual`, `test_grouped`), the single-file bundles and the three sm_100a layer checks
@@ -32,21 +46,29 @@ Timing runs only for a problem whose tests all passed: a number from a wrong ker
 kernel: all three ran on an H200), for a first look in a few minutes.  On a B200, a failure with
 those checks passing points at the main kernel.
 A failure that is not clearly one problem's (e.g. a table-writer test) holds back both timings.
-Exit code: 0 when every test passed, 1 when any failed, 2 without a CUDA GPU (nothing run).
+Exit code: 0 when every test passed and every step ran, 1 when any test failed, 2 without a CUDA
+GPU (nothing run), 3 when --budget ran out first (rerun with --resume).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
+import re
+import signal
 import subprocess
 import sys
+import threading
 import time
-import xml.etree.ElementTree as ET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from sanitize_sweep import TOOLS as SANITIZER_TOOLS, visible_gpus  # noqa: E402
+
 GPU_TESTS = ["tests/test_gpu_kernels.py", "tests/test_gpu_bundle.py"]
 # (the three sm_100a layer checks first: the grouped setup kernel's descriptors and both problems'
 # launch paths with a probe for the main kernel; all passed on an H200, sessions 55-56, so a
@@ -58,16 +80,13 @@ QUICK_TESTS = ["tests/test_gpu_kernels.py::test_sm100_setup_descriptors_match_ho
 # the layers a failure may live in, switched off one after another (README "What has run where")
 BISECT_STEPS = (("graphs_off", {"NVFP4_GRAPHS": "0"}),
                 ("graphs_and_writer_off", {"NVFP4_GRAPHS": "0", "NVFP4_TABLE_WRITER": "0"}))
-
-
-def failed_tests(junit_xml: str) -> list[str]:
-    """pytest node ids of the failed or errored test cases in a junit XML report."""
-    out = []
-    for case in ET.parse(junit_xml).getroot().iter("testcase"):
-        if case.find("failure") is not None or case.find("error") is not None:
-            path = case.get("classname", "").replace(".", "/") + ".py"
-            out.append(f"{path}::{case.get('name')}")
-    return out
+PYTEST = [sys.executable, "-m", "pytest"]  # (CPU tests put a stand-in here)
+TWO_GPU_MARK = "two_gpus"
+LAST_START_S = 30.0  # no process starts this close to --budget's end
+POLL_S = 1.0
+# pytest -v's line for a finished test: "<node id> PASSED   [ 12%]" (node ids may hold spaces)
+_RESULT = re.compile(r"^(.+?) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)(?:\s|$)")
+BAD = ("FAILED", "ERROR")
 
 
 def problem_of(node_id: str) -> str:
@@ -87,16 +106,222 @@ def verdict(results: dict) -> str:
     return "the kernel (fails with both layers off)"
 
 
-def run(step: str, cmd: list[str], out_dir: str, env: dict | None = None) -> tuple[int, float]:
-    """Run `cmd` in the repository root with `env` added; its output to out_dir/step.log."""
-    t0 = time.time()
-    with open(os.path.join(out_dir, f"{step}.log"), "w") as log:
-        log.write(f"$ {' '.join(cmd)}  (env {env or {}})\n")
-        log.flush()
-        rc = subprocess.call(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
-    secs = time.time() - t0
-    print(f"[{step}] rc {rc} in {secs:.0f} s", flush=True)
-    return rc, secs
+def results_in_log(text: str, nodes) -> dict:
+    """{node id: outcome} of the tests of `nodes` that pytest -v reported in `text`; a test with a
+    passing call and a failing teardown (two lines) counts as failed."""
+    known, out = set(nodes), {}
+    for line in text.splitlines():
+        m = _RESULT.match(line)
+        if m and m.group(1) in known and out.get(m.group(1)) not in BAD:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def running_in_log(text: str, nodes) -> str | None:
+    """The test pytest -v had started and not finished when `text` was read: its last line is the
+    node id alone (pytest prints the result on the same line once the test ends)."""
+    lines = text.rstrip("\n").splitlines()
+    last = lines[-1].strip() if lines and not text.endswith("\n") else ""
+    return last if last in set(nodes) else None
+
+
+def chunk_size(n_tests: int, gpus: int, asked: int | None) -> int:
+    """Tests per pytest process: --chunk, else about three chunks per GPU, 8 to 60 tests each (one
+    process compiles each config it needs once: fewer, larger chunks compile less)."""
+    if asked:
+        return asked
+    return max(8, min(60, math.ceil(n_tests / (3 * max(1, gpus)))))
+
+
+def kill_group(p: subprocess.Popen) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        p.kill()
+
+
+class Run:
+    """One first_gpu_run: its output folder, summary (saved after every change), deadline and
+    GPUs.  Methods that start processes return None when the budget stopped them (nothing
+    recorded: a --resume runs them again)."""
+
+    def __init__(self, out_dir: str, summary: dict, gpus: list[str], deadline: float | None,
+                 test_timeout: float, seed_env: dict):
+        self.out_dir, self.summary, self.gpus = out_dir, summary, gpus
+        self.deadline, self.test_timeout, self.seed_env = deadline, test_timeout, seed_env
+        self.lock = threading.Lock()
+        self.stopped = False  # the budget ran out
+
+    def save(self) -> None:
+        with self.lock:
+            tmp = os.path.join(self.out_dir, "summary.json.tmp")
+            with open(tmp, "w") as f:
+                json.dump(self.summary, f, indent=1)
+            os.replace(tmp, os.path.join(self.out_dir, "summary.json"))
+
+    def may_start(self) -> bool:
+        if self.deadline is not None and time.time() > self.deadline - LAST_START_S:
+            self.stopped = True
+        return not self.stopped
+
+    def _watch(self, cmd, log_path, env, nodes=None):
+        """Run `cmd` (output to log_path) until it ends, the budget ends (-> "budget") or, with
+        `nodes`, no test of them finishes for test_timeout seconds (-> "timeout")."""
+        t0 = time.time()
+        with open(log_path, "w") as log:
+            log.write(f"$ {' '.join(cmd)}  (env {env})\n")
+            log.flush()
+            p = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env},
+                                 start_new_session=True)
+            why, seen, last = None, 0, time.time()
+            while p.poll() is None:
+                time.sleep(POLL_S)
+                now = time.time()
+                if nodes is not None:
+                    n = len(results_in_log(open(log_path).read(), nodes))
+                    if n != seen:
+                        seen, last = n, now
+                if self.deadline is not None and now >= self.deadline:
+                    why = "budget"
+                elif nodes is not None and now - last > self.test_timeout:
+                    why = "timeout"
+                if why:
+                    kill_group(p)
+                    break
+            rc = p.wait()
+        if why == "budget":
+            self.stopped = True
+        return rc, time.time() - t0, why
+
+    def step(self, name: str, cmd: list[str], env: dict | None = None) -> dict | None:
+        """A whole step in one process (timing, bench, a sanitizer tool); its log DIR/<name>.log."""
+        if not self.may_start():
+            return None
+        rc, secs, why = self._watch(cmd, os.path.join(self.out_dir, f"{name}.log"), dict(env or {}))
+        print(f"[{name}] rc {rc} in {secs:.0f} s{' (stopped: budget)' if why else ''}", flush=True)
+        return None if why else {"rc": rc, "seconds": round(secs)}
+
+    def pytest(self, name: str, nodes: list[str], env: dict) -> dict | None:
+        """`nodes` in one pytest -v process (log DIR/<name>.log): {"results": {node: outcome},
+        "lost": the test that was running when the process hung (killed after test_timeout) or
+        died, or None; "why": how it was lost; "rest": nodes not run, "rc", "seconds", "stopped"}.
+        A budget stop also returns what finished before it (nothing lost)."""
+        if not self.may_start():
+            return None
+        log_path = os.path.join(self.out_dir, f"{name}.log")
+        cmd = [*PYTEST, "-v", "-rs", "--durations=10", "-p", "no:cacheprovider", *nodes]
+        # (unbuffered: the log shows each test as it starts, which names a hung one)
+        rc, secs, why = self._watch(cmd, log_path, {**self.seed_env, **env, "PYTHONUNBUFFERED": "1"}, nodes)
+        text = open(log_path).read()
+        results = results_in_log(text, nodes)
+        rest = [n for n in nodes if n not in results]
+        lost = None
+        if rest and why != "budget" and (why == "timeout" or rc not in (0, 1)):
+            lost = running_in_log(text, rest) or (rest[0] if why == "timeout" else None)
+            if lost:
+                rest.remove(lost)
+        lost_why = f"hung: no test finished in {self.test_timeout:.0f} s" if why == "timeout" else f"process died, rc {rc}"
+        print(f"[{name}] {len(results)} of {len(nodes)} tests reported, rc {rc} in {secs:.0f} s"
+              f"{f' ({why})' if why else ''}", flush=True)
+        return {"results": results, "lost": lost, "why": lost_why if lost else None, "rest": rest, "rc": rc,
+                "seconds": round(secs), "stopped": why}
+
+    def on_gpus(self, jobs: list, work) -> None:
+        """work(job, gpu) for every job, one at a time per GPU, the jobs taken in order."""
+        jobs = list(jobs)
+        take = threading.Lock()
+
+        def worker(gpu):
+            while True:
+                with take:
+                    if not jobs or self.stopped:
+                        return
+                    job = jobs.pop(0)
+                work(job, gpu)
+
+        threads = [threading.Thread(target=worker, args=(g,)) for g in self.gpus]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def tests(self, step: str, draw: str, nodes: list[str], two_gpu: set[str], size: int) -> dict:
+        """Every test of `nodes` not yet reported in summary[step]: chunks of `size` on the GPUs,
+        then the two-GPU tests with every GPU visible.  After a lost test (hung or its process
+        died) its chunk goes on in a new process."""
+        rec = self.summary.setdefault(step, {"draw": draw, "results": {}, "lost": {}, "chunks": []})
+        rec.update(draw=draw, tests=len(nodes))
+        todo = [n for n in nodes if n not in rec["results"] and n not in rec["lost"]]
+        together = [n for n in todo if n in two_gpu] if len(self.gpus) > 1 else []
+        alone = [n for n in todo if n not in together]
+        count = [len(rec["chunks"])]
+
+        def run_chunk(chunk, gpu):
+            while chunk:
+                with self.lock:
+                    name = f"{step}.c{count[0]}"
+                    count[0] += 1
+                r = self.pytest(name, chunk, {"NVFP4_TEST_DRAW": draw, "CUDA_VISIBLE_DEVICES": gpu})
+                if r is None:
+                    return
+                with self.lock:
+                    rec["results"].update(r["results"])
+                    if r["lost"]:
+                        rec["lost"][r["lost"]] = r["why"]
+                    rec["chunks"].append({"log": f"{name}.log", "gpus": gpu, "tests": len(chunk), "rc": r["rc"],
+                                          "seconds": r["seconds"], "stopped": r["stopped"]})
+                self.save()
+                if r["stopped"] == "budget" or (not r["lost"] and r["rc"] not in (0, 1)):
+                    return  # (pytest itself failed: its tests stay unreported, the step incomplete)
+                chunk = r["rest"]
+
+        self.on_gpus([alone[i:i + size] for i in range(0, len(alone), size)], run_chunk)
+        if together and not self.stopped:
+            run_chunk(together, ",".join(self.gpus))
+        left = [n for n in nodes if n not in rec["results"] and n not in rec["lost"]]
+        rec["failed"] = [n for n in nodes if rec["results"].get(n) in BAD or n in rec["lost"]]
+        rec["complete"] = not left
+        rec["not_run"] = len(left)
+        if left and not self.stopped:
+            rec["note"] = f"{len(left)} tests not run: pytest did not complete; see {step}.c*.log"
+        else:
+            rec.pop("note", None)
+        self.save()
+        return rec
+
+    def bisect(self, failures: list[tuple[str, str]]) -> None:
+        """Each (draw, node) again with one layer off after another, until it passes."""
+        done = self.summary.setdefault("bisect", {})
+
+        def one(item, gpu):
+            draw, node = item
+            key = f"{draw}: {node}"
+            res = {}
+            safe = "".join(ch if ch.isalnum() else "_" for ch in key)[-80:]
+            for step, env in BISECT_STEPS:
+                r = self.pytest(f"bisect_{step}_{safe}", [node],
+                                {"NVFP4_TEST_DRAW": draw, "CUDA_VISIBLE_DEVICES": gpu, **env})
+                if r is None or r["stopped"] == "budget":
+                    return
+                res[step] = r["results"].get(node) == "PASSED"
+                if res[step]:
+                    break
+            with self.lock:
+                done[key] = {**res, "verdict": verdict(res)}
+            self.save()
+
+        self.on_gpus([f for f in failures if f"{f[0]}: {f[1]}" not in done], one)
+
+
+def collect(paths: list[str], env: dict, marker: str | None = None) -> list[str]:
+    """pytest's node ids of `paths` (or of those marked `marker`), collection only."""
+    mark = ["-m", marker] if marker else []
+    res = subprocess.run([*PYTEST, "--collect-only", "-q", "-p", "no:cacheprovider", *mark, *paths], cwd=ROOT,
+                         capture_output=True, text=True, env={**os.environ, **env})
+    nodes = [ln.strip() for ln in res.stdout.splitlines() if "::" in ln]
+    if not nodes and not marker:
+        raise SystemExit(f"first_gpu_run: pytest collected nothing:\n{res.stdout[-2000:]}{res.stderr[-2000:]}")
+    return nodes
 
 
 def device_info() -> dict | None:
@@ -120,6 +345,7 @@ def device_info() -> dict | None:
 
 
 def main(argv=None) -> int:
+    t_start = time.time()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="first_gpu_run", help="folder for the logs and summary.json")
     ap.add_argument("--quick", action="store_true", help="only the leaderboard's benchmark shapes and the bundles")
@@ -129,19 +355,34 @@ def main(argv=None) -> int:
                          "context fails every later test of its process; the first failures tell)")
     ap.add_argument("--sanitize", action="store_true",
                     help="last, the GPU tests' slice under compute-sanitizer (tools/sanitize_sweep.py)")
-    ap.add_argument("--sanitize-gpus", type=int, default=None,
-                    help="GPUs to spread the sanitizer slice over, one shard each (default: every GPU visible)")
+    ap.add_argument("--sanitize-tools", default=",".join(SANITIZER_TOOLS),
+                    help="the sanitizer tools, run one after another (default: %(default)s)")
+    ap.add_argument("--gpus", type=int, default=None,
+                    help="GPUs to spread the tests, the bisection and the sanitizer over (default: every GPU visible)")
+    ap.add_argument("--chunk", type=int, default=None,
+                    help="tests per pytest process (default: about three chunks per GPU, 8 to 60 tests)")
+    ap.add_argument("--test-timeout", type=float, default=300.0,
+                    help="seconds a pytest process may go without a test finishing before its test counts as hung")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="end the run within this many seconds (exit 3 if unfinished; go on with --resume)")
+    ap.add_argument("--resume", action="store_true",
+                    help="go on from DIR/summary.json: its seed, its tests' results and its finished steps")
     sys.path.insert(0, ROOT)
     from reference import DRAWS  # NVFP4_TEST_DRAW's values (tests/conftest.py)
 
     ap.add_argument("--draws", default=",".join(DRAWS),
                     help="the test input draws to run, in order (NVFP4_TEST_DRAW; default: %(default)s)")
     args = ap.parse_args(argv)
-    if args.sanitize_gpus is not None and args.sanitize_gpus < 1:
-        ap.error("--sanitize-gpus: at least 1")
+    if args.gpus is not None and args.gpus < 1:
+        ap.error("--gpus: at least 1")
+    if args.chunk is not None and args.chunk < 1:
+        ap.error("--chunk: at least 1")
     draws = [d for d in args.draws.split(",") if d]
     if not draws or any(d not in DRAWS for d in draws):
         ap.error(f"--draws: a comma-separated subset of {','.join(DRAWS)}")
+    tools = [t for t in args.sanitize_tools.split(",") if t]
+    if not tools or any(t not in SANITIZER_TOOLS for t in tools):
+        ap.error(f"--sanitize-tools: a comma-separated subset of {','.join(SANITIZER_TOOLS)}")
 
     dev = device_info()
     if dev is None:
@@ -149,64 +390,71 @@ def main(argv=None) -> int:
         return 2
     out_dir = os.path.abspath(args.out)
     os.makedirs(out_dir, exist_ok=True)
-    # One fresh seed for the test run and every rerun: test_dual / test_grouped name it in their node
-    # ids, so a rerun in a new process finds its test only with the same NVFP4_TEST_SEED.
-    seed_env = {"NVFP4_TEST_SEED": os.environ.get("NVFP4_TEST_SEED") or str(random.randrange(1 << 30))}
-    summary = {"device": dev, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "quick": args.quick,
-               "test_seed": int(seed_env["NVFP4_TEST_SEED"])}
+    path = os.path.join(out_dir, "summary.json")
+    old = json.load(open(path)) if args.resume and os.path.exists(path) else {}
+    # One test seed for the test run and every rerun and resumed call: test_dual / test_grouped name it
+    # in their node ids, so a rerun in a new process finds its test only with the same NVFP4_TEST_SEED.
+    seed = str(old.get("test_seed") or os.environ.get("NVFP4_TEST_SEED") or random.randrange(1 << 30))
+    seed_env = {"NVFP4_TEST_SEED": seed}
+    gpus = visible_gpus(min(args.gpus or dev.get("gpus", 1), dev.get("gpus", 1)))
+    summary = {**old, "device": dev, "quick": args.quick, "test_seed": int(seed), "gpus": len(gpus), "complete": False}
+    summary.setdefault("date", time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
+    summary.setdefault("calls", []).append(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
+    deadline = t_start + args.budget if args.budget else None
+    run = Run(out_dir, summary, gpus, deadline, args.test_timeout, seed_env)
+    run.save()
     print(json.dumps(dev), flush=True)
 
-    tests = QUICK_TESTS if args.quick else GPU_TESTS
+    paths = QUICK_TESTS if args.quick else GPU_TESTS
     failures = []  # (draw, node id)
     all_ran = True
     for draw in draws:
         step = "gpu_tests" if draw == "leaderboard" else f"gpu_tests_{draw}"
-        junit = os.path.join(out_dir, f"{step}.xml")
-        rc, secs = run(step, [sys.executable, "-m", "pytest", "-q", "-rs", *tests, f"--junitxml={junit}"], out_dir,
-                       {**seed_env, "NVFP4_TEST_DRAW": draw})
-        failed = failed_tests(junit) if os.path.exists(junit) else []
-        summary[step] = {"rc": rc, "seconds": round(secs), "failed": failed, "draw": draw}
-        if rc not in (0, 1):  # (1: some tests failed; anything else: pytest itself did not run them)
-            summary[step]["note"] = f"pytest did not complete; see {step}.log"
-            all_ran = False
-        failures += [(draw, node) for node in failed]
+        env = {**seed_env, "NVFP4_TEST_DRAW": draw}
+        nodes = collect(paths, env)
+        rec = run.tests(step, draw, nodes, set(collect(paths, env, TWO_GPU_MARK)),
+                        chunk_size(len(nodes), len(gpus), args.chunk))
+        all_ran &= rec["complete"]
+        failures += [(draw, node) for node in rec["failed"]]
 
-    bisect = {}
     summary["not_bisected"] = [f"{draw}: {node}" for draw, node in failures[args.max_bisect:]]
-    for draw, node in failures[:args.max_bisect]:
-        res = {}
-        for step, env in BISECT_STEPS:
-            safe = "".join(ch if ch.isalnum() else "_" for ch in f"{draw}_{node}")[-80:]
-            r, _ = run(f"bisect_{step}_{safe}", [sys.executable, "-m", "pytest", "-q", node], out_dir,
-                       {**seed_env, "NVFP4_TEST_DRAW": draw, **env})
-            res[step] = r == 0
-            if r == 0:
-                break
-        bisect[f"{draw}: {node}"] = {**res, "verdict": verdict(res)}
-    summary["bisect"] = bisect
+    run.bisect(failures[:args.max_bisect])
 
     clean = {p for p in ("dual", "group")
              if all_ran and not any(problem_of(n) in (p, "other") for _d, n in failures)}
     summary["timed_problems"] = sorted(clean)
+    steps = summary.setdefault("steps", {})
+    todo = []
     if not args.no_timing:
         for p in sorted(clean):
             for tag, env in (("", {}), ("_graphs_off", {"NVFP4_GRAPHS": "0"})):
                 js = os.path.join(out_dir, f"timing_{p}{tag}.json")
-                run(f"timing_{p}{tag}", [sys.executable, "benchmarks/leaderboard_timing.py", "--problem", p,
-                                         "--json", js], out_dir, env)
+                todo.append((f"timing_{p}{tag}", [sys.executable, "benchmarks/leaderboard_timing.py", "--problem", p,
+                                                  "--json", js], env))
         if clean == {"dual", "group"}:
-            run("bench", [sys.executable, "benchmarks/bench.py", "--json", os.path.join(out_dir, "bench.json"),
-                          "--png", os.path.join(out_dir, "bench.png")], out_dir)
+            todo.append(("bench", [sys.executable, "benchmarks/bench.py", "--json", os.path.join(out_dir, "bench.json"),
+                                   "--png", os.path.join(out_dir, "bench.png")], {}))
     if args.sanitize:
-        gpus = min(args.sanitize_gpus or dev.get("gpus", 1), dev.get("gpus", 1))
-        rc_s, secs_s = run("sanitize", [sys.executable, "tools/sanitize_sweep.py", "--out",
-                                        os.path.join(out_dir, "sanitize"), "--seed", seed_env["NVFP4_TEST_SEED"],
-                                        "--gpus", str(gpus)], out_dir)
-        summary["sanitize"] = {"rc": rc_s, "seconds": round(secs_s), "gpus": gpus, "clean": rc_s == 0}
-    with open(os.path.join(out_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=1)
-    print(json.dumps({"failed": len(failures), "bisect": {k: v["verdict"] for k, v in bisect.items()},
-                      "timed": sorted(clean), "out": out_dir}, indent=1))
+        for tool in tools:
+            todo.append((f"sanitize_{tool}", [sys.executable, "tools/sanitize_sweep.py", "--tools", tool, "--out",
+                                              os.path.join(out_dir, "sanitize", tool), "--seed", seed,
+                                              "--gpus", str(len(gpus))], {}))
+    for name, cmd, env in todo:
+        if name not in steps:
+            r = run.step(name, cmd, env)
+            if r is not None:
+                steps[name] = r
+                run.save()
+    if args.sanitize:
+        ran = {t: steps[f"sanitize_{t}"] for t in tools if f"sanitize_{t}" in steps}
+        summary["sanitize"] = {"gpus": len(gpus), "tools": {t: {**r, "clean": r["rc"] == 0} for t, r in ran.items()},
+                               "clean": len(ran) == len(tools) and all(r["rc"] == 0 for r in ran.values())}
+    summary["complete"] = all_ran and not run.stopped and all(name in steps for name, _c, _e in todo)
+    run.save()
+    print(json.dumps({"failed": len(failures), "bisect": {k: v["verdict"] for k, v in summary["bisect"].items()},
+                      "timed": sorted(clean), "complete": summary["complete"], "out": out_dir}, indent=1))
+    if run.stopped:
+        return 3
     return 0 if all_ran and not failures else 1
 
 
