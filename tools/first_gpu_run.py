@@ -33,6 +33,7 @@ Timing runs only for a problem whose tests all passed: a number from a wrong ker
 Calls with a time limit (the device tool's 10 minutes a command): --budget SECONDS ends the run
 before that many seconds -- no new process starts within 30 s of it, and what still runs at it is
 stopped and left for later -- then summary.json says "complete": false and the exit code is 3.
+A SIGTERM (`timeout`) ends it the same way, its child processes included.
 Run the same command again with --resume (the same DIR, kept on the machine between calls) and it
 goes on: the stored test seed, every test with a result and every finished step are kept, the rest
 run.  A whole first run on a B200 machine, each call ending with its logs packed:
@@ -149,8 +150,17 @@ class Run:
                  test_timeout: float, seed_env: dict):
         self.out_dir, self.summary, self.gpus = out_dir, summary, gpus
         self.deadline, self.test_timeout, self.seed_env = deadline, test_timeout, seed_env
-        self.lock = threading.Lock()
-        self.stopped = False  # the budget ran out
+        self.lock = threading.RLock()
+        self.stopped = False  # the budget ran out, or a SIGTERM came
+        self.interrupted = False
+        self.live: set[subprocess.Popen] = set()
+
+    def interrupt(self, *_signal) -> None:
+        """SIGTERM (`timeout`'s): stop every process this run started -- each is in a session of its
+        own, so no signal to this process reaches them -- and end as the budget would (exit 3)."""
+        self.interrupted = self.stopped = True
+        for p in list(self.live):
+            kill_group(p)
 
     def save(self) -> None:
         with self.lock:
@@ -173,8 +183,9 @@ class Run:
             log.flush()
             p = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env},
                                  start_new_session=True)
+            self.live.add(p)
             why, seen, last = None, 0, time.time()
-            while p.poll() is None:
+            while p.poll() is None and not self.interrupted:
                 time.sleep(POLL_S)
                 now = time.time()
                 if nodes is not None:
@@ -188,7 +199,11 @@ class Run:
                 if why:
                     kill_group(p)
                     break
+            if self.interrupted:
+                why = "budget"
+                kill_group(p)
             rc = p.wait()
+            self.live.discard(p)
         if why == "budget":
             self.stopped = True
         return rc, time.time() - t0, why
@@ -394,7 +409,8 @@ def main(argv=None) -> int:
     old = json.load(open(path)) if args.resume and os.path.exists(path) else {}
     # One test seed for the test run and every rerun and resumed call: test_dual / test_grouped name it
     # in their node ids, so a rerun in a new process finds its test only with the same NVFP4_TEST_SEED.
-    seed = str(old.get("test_seed") or os.environ.get("NVFP4_TEST_SEED") or random.randrange(1 << 30))
+    seed = str(old["test_seed"] if "test_seed" in old else
+               os.environ.get("NVFP4_TEST_SEED") or random.randrange(1 << 30))
     seed_env = {"NVFP4_TEST_SEED": seed}
     gpus = visible_gpus(min(args.gpus or dev.get("gpus", 1), dev.get("gpus", 1)))
     summary = {**old, "device": dev, "quick": args.quick, "test_seed": int(seed), "gpus": len(gpus), "complete": False}
@@ -404,11 +420,24 @@ def main(argv=None) -> int:
     run = Run(out_dir, summary, gpus, deadline, args.test_timeout, seed_env)
     run.save()
     print(json.dumps(dev), flush=True)
+    previous = signal.signal(signal.SIGTERM, run.interrupt)
+    try:
+        return run_all(run, args, draws, tools)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
+
+def run_all(run: Run, args, draws: list[str], tools: list[str]) -> int:
+    """Steps 2-6 (the module's text) on `run`; the exit code."""
+    summary, gpus, out_dir, seed_env = run.summary, run.gpus, run.out_dir, run.seed_env
+    seed = seed_env["NVFP4_TEST_SEED"]
     paths = QUICK_TESTS if args.quick else GPU_TESTS
     failures = []  # (draw, node id)
     all_ran = True
     for draw in draws:
+        if run.stopped:
+            all_ran = False
+            break
         step = "gpu_tests" if draw == "leaderboard" else f"gpu_tests_{draw}"
         env = {**seed_env, "NVFP4_TEST_DRAW": draw}
         nodes = collect(paths, env)
