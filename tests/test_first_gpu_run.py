@@ -334,3 +334,12 @@ def test_sigterm_stops_the_children_and_ends_as_the_budget_would(fake, tmp_path)
     rec = summary["gpu_tests"]
     assert rec["results"] == {nodes[0]: "PASSED"} and rec["lost"] == {} and rec["not_run"] == 2
     assert signal.getsignal(signal.SIGTERM) == before
+    # had the tool been killed outright (SIGKILL: its chunk's log written, no record of it), a resumed
+    # call writes the chunk under a new name, leaving that log as it was
+    stored = json.load(open(tmp_path / "out" / "summary.json"))
+    stored["gpu_tests"]["chunks"] = []
+    json.dump(stored, open(tmp_path / "out" / "summary.json", "w"))
+    killed_log = (tmp_path / "out" / "gpu_tests.c0.log").read_text()
+    rc, summary, _calls = fake({"nodes": nodes}, "--draws", "leaderboard", "--resume", "--no-timing", gpus=1)
+    assert rc == 0 and [c["log"] for c in summary["gpu_tests"]["chunks"]] == ["gpu_tests.c1.log"]
+    assert (tmp_path / "out" / "gpu_tests.c0.log").read_text() == killed_log

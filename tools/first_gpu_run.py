@@ -274,6 +274,9 @@ class Run:
         def run_chunk(chunk, gpu):
             while chunk:
                 with self.lock:
+                    # (the next unused name: a chunk killed with the whole tool left a log but no record)
+                    while os.path.exists(os.path.join(self.out_dir, f"{step}.c{count[0]}.log")):
+                        count[0] += 1
                     name = f"{step}.c{count[0]}"
                     count[0] += 1
                 r = self.pytest(name, chunk, {"NVFP4_TEST_DRAW": draw, "CUDA_VISIBLE_DEVICES": gpu})
