@@ -121,7 +121,8 @@ FAKE_PYTEST = textwrap.dedent('''
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
     """main() against the stand-in pytest on a machine with `gpus` fake GPUs; returns
-    run(plan, *args) -> (exit code, summary, [calls])."""
+    run(plan, *args) -> (exit code, summary, [calls]); the timing, bench and sanitizer steps are
+    recorded in run.steps, not run (those named in run.fail exit 1)."""
     script = tmp_path / "fake_pytest.py"
     script.write_text(FAKE_PYTEST)
     calls_path, plan_path, out = tmp_path / "calls.jsonl", tmp_path / "plan.json", tmp_path / "out"
@@ -135,7 +136,7 @@ def fake(tmp_path, monkeypatch):
 
     def fake_step(self, name, cmd, env=None):
         steps.append((name, cmd, dict(env or {})))
-        return {"rc": 0, "seconds": 0}
+        return {"rc": 1 if name in run.fail else 0, "seconds": 0}
 
     monkeypatch.setattr(F.Run, "step", fake_step)
 
@@ -149,7 +150,7 @@ def fake(tmp_path, monkeypatch):
         calls = [json.loads(ln) for ln in calls_path.read_text().splitlines()] if calls_path.exists() else []
         return rc, json.load(open(out / "summary.json")), calls
 
-    run.steps = steps
+    run.steps, run.fail, run.out = steps, set(), out
     return run
 
 
@@ -256,20 +257,40 @@ def test_incomplete_runs_and_shared_failures_hold_back_timing(fake):
     assert summary["timed_problems"] == [] and fake.steps == [] and len(calls) == 1
 
 
-def test_sanitize_runs_each_tool_over_every_gpu_last(fake):
-    """--sanitize: one sweep per tool, after the timings, each over every GPU with the run's seed;
-    a tool that fails makes the sanitizer unclean; finished tools are not run again on --resume."""
+def test_sanitize_runs_each_tool_in_shards_over_the_gpus_last(fake):
+    """--sanitize: after the timings, each tool's slice in interleaved shards (at least 4, a multiple of
+    the GPUs), one per GPU at a time, with the run's seed; a failing shard makes its tool and the
+    sanitizer unclean; on --resume only the shards not yet run run (the shard count kept)."""
+    assert [F.sanitize_shards(g) for g in (1, 2, 3, 4, 8)] == [4, 4, 6, 4, 8]
     nodes = _nodes(2) + ["tests/test_gpu_kernels.py::test_grouped[g0-7]"]
+    fake.fail = {"sanitize_racecheck_2of6"}
     rc, summary, _calls = fake({"nodes": nodes}, "--draws", "leaderboard", "--sanitize", gpus=3)
     names = [s for s, _c, _e in fake.steps]
-    assert names[-4:] == [f"sanitize_{t}" for t in F.SANITIZER_TOOLS] and names[-5] == "bench"
-    for _s, cmd, _e in fake.steps[-4:]:
-        assert cmd[1] == "tools/sanitize_sweep.py" and cmd[cmd.index("--gpus") + 1] == "3"
-        assert cmd[cmd.index("--seed") + 1] == str(summary["test_seed"])
-    assert summary["sanitize"]["clean"] and set(summary["sanitize"]["tools"]) == set(F.SANITIZER_TOOLS)
+    units = [f"sanitize_{t}_{i}of6" for t in F.SANITIZER_TOOLS for i in range(6)]
+    assert names[:5] == ["timing_dual", "timing_dual_graphs_off", "timing_group", "timing_group_graphs_off", "bench"]
+    assert sorted(names[5:]) == sorted(units)
+    for name, cmd, env in fake.steps[5:]:
+        tool, shard = name.split("_")[1], name.split("_")[2].replace("of", "/")
+        assert cmd[1] == "tools/sanitize_sweep.py" and cmd[cmd.index("--tools") + 1] == tool
+        assert cmd[cmd.index("--shard") + 1] == shard and cmd[cmd.index("--seed") + 1] == str(summary["test_seed"])
+        assert env["CUDA_VISIBLE_DEVICES"] in ("0", "1", "2")
+    san = summary["sanitize"]
+    assert not san["clean"] and san["shards"] == 6 and not san["tools"]["racecheck"]["clean"]
+    assert all(san["tools"][t]["clean"] for t in F.SANITIZER_TOOLS if t != "racecheck")
+    assert rc == 0 and summary["complete"]  # (the tests passed; the sweep's verdict is its own)
+    # a resumed call on 2 GPUs: nothing left, the 6 shards kept
+    steps = summary["steps"]
+    for u in units[:3]:
+        del steps[u]
+    json.dump(summary, open(fake.out / "summary.json", "w"))
+    rc, summary, _calls = fake({"nodes": nodes}, "--draws", "leaderboard", "--sanitize", "--resume", "--gpus", "2",
+                               gpus=3)
+    assert sorted(s for s, _c, _e in fake.steps) == sorted(units[:3]) and summary["sanitize"]["shards"] == 6
+    assert summary["gpus"] == 2 and {e["CUDA_VISIBLE_DEVICES"] for _s, _c, e in fake.steps} <= {"0", "1"}
+    fake.fail = set()
     rc, summary, _calls = fake({"nodes": nodes}, "--draws", "leaderboard", "--sanitize", "--resume",
-                               "--sanitize-tools", "initcheck,racecheck", "--gpus", "2", gpus=3)
-    assert rc == 0 and fake.steps == [] and summary["gpus"] == 2
+                               "--sanitize-tools", "initcheck")
+    assert fake.steps == [] and summary["sanitize"]["clean"]
     with pytest.raises(SystemExit):
         F.main(["--sanitize-tools", "memcheck,valgrind"])
     with pytest.raises(SystemExit):

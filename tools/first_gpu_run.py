@@ -25,9 +25,10 @@ pytest process and every step, so a run cut short keeps what it had found):
   4. timing     benchmarks/leaderboard_timing.py, by default and with NVFP4_GRAPHS=0
   5. bench      benchmarks/bench.py --json --png (the main job)
   6. sanitize   with --sanitize: tools/sanitize_sweep.py, one tool after another (--sanitize-tools;
-                default all four), each spread over every GPU (the sweep's --gpus: one interleaved
-                shard of its slice per GPU; exp. 185: the whole slice, all tools, on two H200s in one
-                10-minute call), logs in DIR/sanitize/<tool>
+                default all four), each tool's slice in interleaved shards (`--shard I/N`, N at least
+                4 and a multiple of the GPUs), one process per GPU at a time; logs in
+                DIR/sanitize/<tool>/shardI.  A shard is what a --resume redoes (racecheck's whole slice
+                took 15-22 minutes of one GPU in sessions 51 and 61; a quarter of it, ~5)
 Timing runs only for a problem whose tests all passed: a number from a wrong kernel is no number.
 
 Calls with a time limit (the device tool's 10 minutes a command): --budget SECONDS ends the run
@@ -132,6 +133,13 @@ def chunk_size(n_tests: int, gpus: int, asked: int | None) -> int:
     if asked:
         return asked
     return max(8, min(60, math.ceil(n_tests / (3 * max(1, gpus)))))
+
+
+def sanitize_shards(gpus: int) -> int:
+    """Shards of each sanitizer tool's slice: at least 4 (~18 of the 71 tests each: racecheck's
+    shard then fits a 10-minute call on one GPU, exp. 185's 303-359 s per 18 tests on an H200), a
+    multiple of the GPUs so they end together."""
+    return gpus * math.ceil(4 / gpus)
 
 
 def kill_group(p: subprocess.Popen) -> None:
@@ -330,6 +338,34 @@ class Run:
 
         self.on_gpus([f for f in failures if f"{f[0]}: {f[1]}" not in done], one)
 
+    def sanitize(self, tools: list[str]) -> None:
+        """Each tool's slice (tools/sanitize_sweep.py) in `sanitize_shards` interleaved shards, one process
+        per GPU at a time, each shard a unit a resumed call need not redo (racecheck's whole slice took
+        15-22 minutes of one GPU: more than a 10-minute call)."""
+        steps = self.summary.setdefault("steps", {})
+        n = self.summary.setdefault("sanitize_shards", sanitize_shards(len(self.gpus)))
+        seed = self.seed_env["NVFP4_TEST_SEED"]
+        units = {f"sanitize_{t}_{i}of{n}": (t, i) for t in tools for i in range(n)}
+
+        def one(name, gpu):
+            tool, i = units[name]
+            cmd = [sys.executable, "tools/sanitize_sweep.py", "--tools", tool, "--shard", f"{i}/{n}", "--seed", seed,
+                   "--out", os.path.join(self.out_dir, "sanitize", tool, f"shard{i}")]
+            r = self.step(name, cmd, {"CUDA_VISIBLE_DEVICES": gpu})
+            if r is not None:
+                with self.lock:
+                    steps[name] = r
+                self.save()
+
+        self.on_gpus([u for u in units if u not in steps], one)
+        per_tool = {t: [steps.get(u) for u, (tool, _i) in units.items() if tool == t] for t in tools}
+        self.summary["sanitize"] = {
+            "gpus": len(self.gpus), "shards": n, "units": list(units),
+            "tools": {t: {"shards_done": sum(r is not None for r in rs),
+                          "clean": all(r is not None and r["rc"] == 0 for r in rs)} for t, rs in per_tool.items()},
+            "clean": all(r is not None and r["rc"] == 0 for rs in per_tool.values() for r in rs)}
+        self.save()
+
 
 def collect(paths: list[str], env: dict, marker: str | None = None) -> list[str]:
     """pytest's node ids of `paths` (or of those marked `marker`), collection only."""
@@ -433,7 +469,6 @@ def main(argv=None) -> int:
 def run_all(run: Run, args, draws: list[str], tools: list[str]) -> int:
     """Steps 2-6 (the module's text) on `run`; the exit code."""
     summary, gpus, out_dir, seed_env = run.summary, run.gpus, run.out_dir, run.seed_env
-    seed = seed_env["NVFP4_TEST_SEED"]
     paths = QUICK_TESTS if args.quick else GPU_TESTS
     failures = []  # (draw, node id)
     all_ran = True
@@ -466,11 +501,6 @@ def run_all(run: Run, args, draws: list[str], tools: list[str]) -> int:
         if clean == {"dual", "group"}:
             todo.append(("bench", [sys.executable, "benchmarks/bench.py", "--json", os.path.join(out_dir, "bench.json"),
                                    "--png", os.path.join(out_dir, "bench.png")], {}))
-    if args.sanitize:
-        for tool in tools:
-            todo.append((f"sanitize_{tool}", [sys.executable, "tools/sanitize_sweep.py", "--tools", tool, "--out",
-                                              os.path.join(out_dir, "sanitize", tool), "--seed", seed,
-                                              "--gpus", str(len(gpus))], {}))
     for name, cmd, env in todo:
         if name not in steps:
             r = run.step(name, cmd, env)
@@ -478,9 +508,8 @@ def run_all(run: Run, args, draws: list[str], tools: list[str]) -> int:
                 steps[name] = r
                 run.save()
     if args.sanitize:
-        ran = {t: steps[f"sanitize_{t}"] for t in tools if f"sanitize_{t}" in steps}
-        summary["sanitize"] = {"gpus": len(gpus), "tools": {t: {**r, "clean": r["rc"] == 0} for t, r in ran.items()},
-                               "clean": len(ran) == len(tools) and all(r["rc"] == 0 for r in ran.values())}
+        run.sanitize(tools)
+        todo += [(name, None, None) for name in summary["sanitize"]["units"]]
     summary["complete"] = all_ran and not run.stopped and all(name in steps for name, _c, _e in todo)
     run.save()
     print(json.dumps({"failed": len(failures), "bisect": {k: v["verdict"] for k, v in summary["bisect"].items()},
