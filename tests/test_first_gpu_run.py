@@ -200,6 +200,8 @@ def test_a_hung_test_and_a_dead_process_fail_and_their_chunks_go_on(fake):
     reruns = [c for c in calls if c["env"]["NVFP4_GRAPHS"] == "0"]
     assert len(reruns) == 2 + 2 + 1 and all(len(c["nodes"]) == 1 for c in reruns)
     assert summary["timed_problems"] == [] and fake.steps == []  # both problems failed: nothing timed
+    # every process, the bisection's reruns included, had the run's one test seed
+    assert {c["env"]["NVFP4_TEST_SEED"] for c in calls} == {str(summary["test_seed"])}
 
 
 def test_budget_stops_and_resume_goes_on(fake, monkeypatch):

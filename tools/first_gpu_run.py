@@ -69,7 +69,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from sanitize_sweep import TOOLS as SANITIZER_TOOLS, visible_gpus  # noqa: E402
+from sanitize_sweep import TOOLS as SANITIZER_TOOLS, collect as sweep_collect, visible_gpus  # noqa: E402
 
 GPU_TESTS = ["tests/test_gpu_kernels.py", "tests/test_gpu_bundle.py"]
 # (the three sm_100a layer checks first: the grouped setup kernel's descriptors and both problems'
@@ -368,14 +368,8 @@ class Run:
 
 
 def collect(paths: list[str], env: dict, marker: str | None = None) -> list[str]:
-    """pytest's node ids of `paths` (or of those marked `marker`), collection only."""
-    mark = ["-m", marker] if marker else []
-    res = subprocess.run([*PYTEST, "--collect-only", "-q", "-p", "no:cacheprovider", *mark, *paths], cwd=ROOT,
-                         capture_output=True, text=True, env={**os.environ, **env})
-    nodes = [ln.strip() for ln in res.stdout.splitlines() if "::" in ln]
-    if not nodes and not marker:
-        raise SystemExit(f"first_gpu_run: pytest collected nothing:\n{res.stdout[-2000:]}{res.stderr[-2000:]}")
-    return nodes
+    """pytest's node ids of `paths` (or of those marked `marker`) with `env` added, collection only."""
+    return sweep_collect({**os.environ, **env}, marker, paths, PYTEST, ROOT)
 
 
 def device_info() -> dict | None:
@@ -507,10 +501,11 @@ def run_all(run: Run, args, draws: list[str], tools: list[str]) -> int:
             if r is not None:
                 steps[name] = r
                 run.save()
+    needed = [name for name, _c, _e in todo]
     if args.sanitize:
         run.sanitize(tools)
-        todo += [(name, None, None) for name in summary["sanitize"]["units"]]
-    summary["complete"] = all_ran and not run.stopped and all(name in steps for name, _c, _e in todo)
+        needed += summary["sanitize"]["units"]
+    summary["complete"] = all_ran and not run.stopped and all(name in steps for name in needed)
     run.save()
     print(json.dumps({"failed": len(failures), "bisect": {k: v["verdict"] for k, v in summary["bisect"].items()},
                       "timed": sorted(clean), "complete": summary["complete"], "out": out_dir}, indent=1))

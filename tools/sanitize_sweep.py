@@ -139,15 +139,16 @@ def merge_shards(out_dir: str, rcs: list[int]) -> dict:
             "clean": all(sh["rc"] == 0 and sh["summary"] is not None for sh in shards)}
 
 
-def collect(env: dict, marker: str | None = None) -> list[str]:
-    """pytest's node ids of TEST_FILES, or of those marked `marker` (collection only: it runs no
-    kernel)."""
+def collect(env: dict, marker: str | None = None, paths=TEST_FILES, pytest=None, cwd: str = ROOT) -> list[str]:
+    """pytest's node ids of `paths` (TEST_FILES), or of those marked `marker` (collection only: it
+    runs no kernel); `pytest` is the command (default: this python's), `env` the whole environment.
+    Also first_gpu_run's."""
     mark = ["-m", marker] if marker else []
-    res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                          *mark, *TEST_FILES], cwd=ROOT, capture_output=True, text=True, env=env)
+    res = subprocess.run([*(pytest or (sys.executable, "-m", "pytest")), "--collect-only", "-q", "-p",
+                          "no:cacheprovider", *mark, *paths], cwd=cwd, capture_output=True, text=True, env=env)
     nodes = [ln.strip() for ln in res.stdout.splitlines() if "::" in ln]
     if not nodes and not marker:
-        raise SystemExit(f"sanitize_sweep: pytest collected nothing:\n{res.stdout[-2000:]}{res.stderr[-2000:]}")
+        raise SystemExit(f"pytest collected nothing from {' '.join(paths)}:\n{res.stdout[-2000:]}{res.stderr[-2000:]}")
     return nodes
 
 
