@@ -8,6 +8,10 @@ if ROOT not in sys.path:
 import nvfp4gemm  # noqa: E402,F401  must precede any `import cutlass` (compile-only setup)
 import pytest  # noqa: E402
 
+# after each test, whether the CUDA context survived it; if not, end the session there, naming the
+# test (a kernel fault would otherwise fail every later test of the process: exp. 188)
+from tools.cuda_context_guard import pytest_runtest_protocol, pytest_sessionfinish  # noqa: E402,F401
+
 
 @pytest.fixture(autouse=True)
 def _no_auto_dynamic_m(monkeypatch):

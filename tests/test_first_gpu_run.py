@@ -15,6 +15,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
+import cuda_context_guard as G  # noqa: E402
 import first_gpu_run as F  # noqa: E402
 
 # pytest -v's lines as it prints them (node ids with spaces; a passing call with a failing teardown)
@@ -82,7 +83,8 @@ def test_gpu_tools_without_gpu_run_nothing(tmp_path, tool, says):
 
 # A stand-in for pytest: --collect-only prints the plan's node ids (its "two" ones under -m); a run
 # prints each given node id as pytest -v does, then acts as the plan says for the draw and the layers
-# switched off ("PASSED", "FAILED", "SLOW" (passes after 0.4 s), "HANG", "DIE" (SIGSEGV)), and exits 1
+# switched off ("PASSED", "FAILED", "SLOW" (passes after 0.4 s), "HANG", "DIE" (SIGSEGV), "LOSE" (fails,
+# then ends as tools/cuda_context_guard.py ends a session whose CUDA context is lost)), and exits 1
 # if a test failed (or, with "exit_at_start", exits so before any test).  Every run appends its nodes and environment to the calls file.
 FAKE_PYTEST = textwrap.dedent('''
     import json, os, signal, sys, time
@@ -112,6 +114,11 @@ FAKE_PYTEST = textwrap.dedent('''
         if act == "SLOW":
             time.sleep(0.4)
             act = "PASSED"
+        if act == "LOSE":
+            print("FAILED   [ 50%]")
+            print("\\n" + os.environ["FAKE_MARK"] + node + " | CUDA error: an illegal memory access was encountered",
+                  flush=True)
+            sys.exit(int(os.environ["FAKE_LOST_RC"]))
         bad |= act == "FAILED"
         print(act + "   [ 50%]", flush=True)
     sys.exit(1 if bad else 0)
@@ -130,6 +137,8 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.setattr(F, "POLL_S", 0.05)
     monkeypatch.setenv("FAKE_CALLS", str(calls_path))
     monkeypatch.setenv("FAKE_PLAN", str(plan_path))
+    monkeypatch.setenv("FAKE_MARK", G.MARK)
+    monkeypatch.setenv("FAKE_LOST_RC", str(G.CONTEXT_LOST_RC))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("NVFP4_TEST_SEED", raising=False)
     steps = []
@@ -180,25 +189,30 @@ def test_chunks_spread_over_the_gpus_and_two_gpu_tests_see_all(fake):
     assert rc == 0 and len(calls) == 1 and calls[0]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
 
 
-def test_a_hung_test_and_a_dead_process_fail_and_their_chunks_go_on(fake):
-    """A test that hangs is killed after --test-timeout, one whose process dies is counted failed;
+def test_a_hung_test_a_dead_process_and_a_lost_context_fail_and_their_chunks_go_on(fake):
+    """A test that hangs is killed after --test-timeout, one whose process dies is counted failed,
+    and so is one after which the CUDA context was lost (cuda_context_guard's line and exit code);
     the tests after each in its chunk still run (a new process); each failure is bisected under
     its draw, one layer off after another, and holds back its problem's timing."""
     nodes = _nodes(4) + _nodes(3, "tests/test_gpu_kernels.py::test_grouped[g{}-7]")
-    plan = {nodes[1]: "HANG", nodes[4]: "DIE",
+    plan = {nodes[1]: "HANG", nodes[2]: "LOSE", nodes[4]: "DIE",
             nodes[5]: {"default": "FAILED", "graphs_off": "PASSED"}}
     rc, summary, calls = fake({"nodes": nodes, "plan": plan}, "--draws", "leaderboard", "--chunk", "4",
                               "--test-timeout", "1")
     assert rc == 1 and summary["complete"]
     rec = summary["gpu_tests"]
-    assert rec["failed"] == [nodes[1], nodes[4], nodes[5]]
+    assert rec["failed"] == [nodes[1], nodes[2], nodes[4], nodes[5]]
     assert rec["lost"][nodes[1]].startswith("hung") and rec["lost"][nodes[4]] == "process died, rc -11"
-    assert {n for n, r in rec["results"].items() if r == "PASSED"} == set(nodes) - {nodes[1], nodes[4], nodes[5]}
+    assert rec["lost"][nodes[2]] == "CUDA context lost after it: CUDA error: an illegal memory access was encountered"
+    assert {n for n, r in rec["results"].items() if r == "PASSED"} == set(nodes) - {nodes[1], nodes[2], nodes[4],
+                                                                                   nodes[5]}
+    assert nodes[3] in rec["results"]  # (after the lost context, in a process of its own)
     b = summary["bisect"]
     assert b[f"leaderboard: {nodes[5]}"]["verdict"].startswith("CUDA-graph replay")
     assert b[f"leaderboard: {nodes[1]}"]["verdict"].startswith("the kernel")  # hangs with both layers off too
+    assert b[f"leaderboard: {nodes[2]}"]["verdict"].startswith("the kernel")
     reruns = [c for c in calls if c["env"]["NVFP4_GRAPHS"] == "0"]
-    assert len(reruns) == 2 + 2 + 1 and all(len(c["nodes"]) == 1 for c in reruns)
+    assert len(reruns) == 2 + 2 + 2 + 1 and all(len(c["nodes"]) == 1 for c in reruns)
     assert summary["timed_problems"] == [] and fake.steps == []  # both problems failed: nothing timed
     # every process, the bisection's reruns included, had the run's one test seed
     assert {c["env"]["NVFP4_TEST_SEED"] for c in calls} == {str(summary["test_seed"])}
@@ -366,3 +380,94 @@ def test_sigterm_stops_the_children_and_ends_as_the_budget_would(fake, tmp_path)
     rc, summary, _calls = fake({"nodes": nodes}, "--draws", "leaderboard", "--resume", "--no-timing", gpus=1)
     assert rc == 0 and [c["log"] for c in summary["gpu_tests"]["chunks"]] == ["gpu_tests.c1.log"]
     assert (tmp_path / "out" / "gpu_tests.c0.log").read_text() == killed_log
+
+
+def test_a_lost_cuda_context_ends_the_session_at_its_test(tmp_path, monkeypatch):
+    """cuda_context_guard's hook under pytest itself (its probe a stand-in that reports the context
+    lost once test_b has run): the session ends after test_b with the guard's exit code and line, its
+    failure report printed; first_gpu_run counts test_b failed ("CUDA context lost after it") and runs
+    test_c and test_d in a new process."""
+    (tmp_path / "conftest.py").write_text(textwrap.dedent(f'''
+        import sys
+        sys.path.insert(0, {os.path.join(ROOT, "tools")!r})
+        from cuda_context_guard import pytest_runtest_protocol, pytest_sessionfinish
+    '''))
+    (tmp_path / "test_probe.py").write_text(textwrap.dedent('''
+        import cuda_context_guard
+        def test_a():
+            pass
+        def test_b():
+            cuda_context_guard.probe = lambda: "CUDA error: an illegal memory access was encountered"
+            assert False, "the planted fault"
+        def test_c():
+            pass
+        def test_d():
+            pass
+    '''))
+    monkeypatch.setattr(F, "POLL_S", 0.1)
+    monkeypatch.setattr(F, "ROOT", str(tmp_path))
+    run = F.Run(str(tmp_path), {}, ["0"], None, 60.0, {"NVFP4_TEST_SEED": "1"})
+    nodes = [f"test_probe.py::test_{x}" for x in "abcd"]
+    rec = run.tests("gpu_tests", "leaderboard", nodes, set(), 10)
+    assert rec["results"] == {nodes[0]: "PASSED", nodes[1]: "FAILED", nodes[2]: "PASSED", nodes[3]: "PASSED"}
+    assert rec["lost"] == {nodes[1]: "CUDA context lost after it: CUDA error: an illegal memory access was encountered"}
+    assert rec["failed"] == [nodes[1]] and rec["complete"]
+    assert [(c["tests"], c["rc"]) for c in rec["chunks"]] == [(4, G.CONTEXT_LOST_RC), (2, 0)]
+    first = (tmp_path / "gpu_tests.c0.log").read_text()
+    assert "the planted fault" in first and "test_c" not in first.split("\n", 1)[1]  # (line 1: the command)
+    assert G.lost_in_log(first) == (nodes[1], "CUDA error: an illegal memory access was encountered")
+
+
+def test_context_probe_reports_the_first_line_of_the_error(monkeypatch, pytestconfig):
+    """context_error: None in a process that never used CUDA (this CPU one); else the first line of what
+    synchronize raised; and tests/conftest.py registers the guard's hook for the whole suite."""
+    assert G.context_error() is None
+
+    class Cuda:
+        synced = []
+
+        @staticmethod
+        def is_initialized():
+            return True
+
+        @staticmethod
+        def device_count():
+            return 2
+
+        @staticmethod
+        def current_device():
+            return 0
+
+        @staticmethod
+        def memory_reserved(d):
+            return 1 << 20 if d == 1 else 0
+
+        @staticmethod
+        def synchronize(d):
+            Cuda.synced.append(d)
+            if d == 1:
+                raise RuntimeError("CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be "
+                                   "asynchronously reported")
+
+    class Torch:
+        cuda = Cuda
+
+    monkeypatch.setitem(sys.modules, "torch", Torch)
+    assert G.context_error() == "CUDA error: an illegal memory access was encountered" and Cuda.synced == [0, 1]
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    for hook in (pytestconfig.hook.pytest_runtest_protocol, pytestconfig.hook.pytest_sessionfinish):
+        assert any(i.function.__module__ == "tools.cuda_context_guard" for i in hook.get_hookimpls())
+
+
+def test_planted_faults_are_collected_only_when_named():
+    """tests/planted_gpu_faults.py (first_gpu_run's check on a GPU, two tests failing by design) is no
+    part of `pytest tests`, and collects when named."""
+    def ids(*args):
+        r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *args], cwd=ROOT,
+                           capture_output=True, text=True)
+        return [ln for ln in r.stdout.splitlines() if "::" in ln]
+
+    assert [n.split("::")[1] for n in ids("tests/planted_gpu_faults.py")] == [
+        "test_before_the_faults", "test_planted_illegal_address", "test_after_the_illegal_address",
+        "test_planted_mbarrier_hang", "test_after_the_hang"]
+    assert not [n for n in ids("tests") if n.startswith("tests/planted_gpu_faults.py")]

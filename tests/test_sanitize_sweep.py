@@ -248,6 +248,19 @@ def test_controls_compile_with_their_planted_bug(tmp_path):
         assert instr in body, (name, instr)
 
 
+def test_planted_faults_compile_with_their_fault(tmp_path):
+    """first_gpu_run's planted faults (tests/planted_gpu_faults.py) compile on CPU: the store the unmapped
+    pointer takes, and an mbarrier wait with no arrive anywhere in the kernel."""
+    import sanitize_controls as C
+
+    assert set(C.FAULTS) == {"illegal_address", "mbarrier_hang"} and not set(C.FAULTS) & set(C.CONTROLS)
+    store = C.compile_only("illegal_address", str(tmp_path / "a"))
+    assert "st.global" in store[store.index(".entry"):]
+    hang = C.compile_only("mbarrier_hang", str(tmp_path / "h"))
+    body = hang[hang.index(".entry"):]
+    assert "mbarrier.init" in body and "mbarrier.try_wait" in body and "mbarrier.arrive" not in body
+
+
 def test_known_reports_are_counted_and_pass():
     """initcheck's reports of the setup kernel's tensormap.cp_fenceproxy destination (exp. 184) are
     known; the same report in another kernel, or another report in the setup kernel, is not."""

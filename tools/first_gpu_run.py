@@ -16,7 +16,10 @@ pytest process and every step, so a run cut short keeps what it had found):
                 = that GPU; logs DIR/<step>.cI.log), then the tests marked `two_gpus` with every GPU
                 visible.  A test that reports nothing for --test-timeout seconds (a hung kernel; 300
                 by default) is killed and counted failed, as is a test whose process dies under it (a
-                fault that kills python), and its chunk goes on after it in a new process.
+                fault that kills python) and one after which the process's CUDA context was lost (a
+                kernel fault: tools/cuda_context_guard.py ends the pytest session there, naming it),
+                and its chunk goes on after it in a new process.  --tests runs other files instead
+                (tests/planted_gpu_faults.py: this tool's own check on a GPU).
   3. bisect     each failed test (the first --max-bisect, 12) again, alone, with NVFP4_GRAPHS=0
                 (no CUDA-graph replay), then also NVFP4_TABLE_WRITER=0 (grouped: no
                 table-writer kernel; each address set's workspace uploaded once): which layer a
@@ -69,6 +72,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from cuda_context_guard import lost_in_log  # noqa: E402
 from sanitize_sweep import TOOLS as SANITIZER_TOOLS, collect as sweep_collect, visible_gpus  # noqa: E402
 
 GPU_TESTS = ["tests/test_gpu_kernels.py", "tests/test_gpu_bundle.py"]
@@ -227,7 +231,7 @@ class Run:
     def pytest(self, name: str, nodes: list[str], env: dict) -> dict | None:
         """`nodes` in one pytest -v process (log DIR/<name>.log): {"results": {node: outcome},
         "lost": the test that was running when the process hung (killed after test_timeout) or
-        died, or None; "why": how it was lost; "rest": nodes not run, "rc", "seconds", "stopped"}.
+        died, or after which the CUDA context was found lost (cuda_context_guard), or None; "why": how; "rest": nodes not run, "rc", "seconds", "stopped"}.
         A budget stop also returns what finished before it (nothing lost)."""
         if not self.may_start():
             return None
@@ -238,12 +242,18 @@ class Run:
         text = open(log_path).read()
         results = results_in_log(text, nodes)
         rest = [n for n in nodes if n not in results]
-        lost = None
-        if rest and why != "budget" and (why == "timeout" or rc not in (0, 1)):
+        lost, lost_why = None, None
+        context = lost_in_log(text) if why != "budget" else None
+        if context and context[0] in nodes:
+            # (the test was reported, passed or failed; what it left behind fails it)
+            lost, lost_why = context[0], f"CUDA context lost after it: {context[1]}"
+            rest = [n for n in rest if n != lost]
+        elif rest and why != "budget" and (why == "timeout" or rc not in (0, 1)):
             lost = running_in_log(text, rest) or (rest[0] if why == "timeout" else None)
             if lost:
                 rest.remove(lost)
-        lost_why = f"hung: no test finished in {self.test_timeout:.0f} s" if why == "timeout" else f"process died, rc {rc}"
+            lost_why = (f"hung: no test finished in {self.test_timeout:.0f} s" if why == "timeout" else
+                        f"process died, rc {rc}")
         print(f"[{name}] {len(results)} of {len(nodes)} tests reported, rc {rc} in {secs:.0f} s"
               f"{f' ({why})' if why else ''}", flush=True)
         return {"results": results, "lost": lost, "why": lost_why if lost else None, "rest": rest, "rc": rc,
@@ -397,10 +407,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="first_gpu_run", help="folder for the logs and summary.json")
     ap.add_argument("--quick", action="store_true", help="only the leaderboard's benchmark shapes and the bundles")
+    ap.add_argument("--tests", default=None,
+                    help="comma-separated test files or node ids for step 2 instead of the GPU tests "
+                         "(tests/planted_gpu_faults.py: this tool's own check on a GPU)")
     ap.add_argument("--no-timing", action="store_true", help="stop after the tests and their bisection")
     ap.add_argument("--max-bisect", type=int, default=12,
-                    help="bisect at most this many failures, the first ones (a kernel fault that breaks the CUDA "
-                         "context fails every later test of its process; the first failures tell)")
+                    help="bisect at most this many failures, the first ones")
     ap.add_argument("--sanitize", action="store_true",
                     help="last, the GPU tests' slice under compute-sanitizer (tools/sanitize_sweep.py)")
     ap.add_argument("--sanitize-tools", default=",".join(SANITIZER_TOOLS),
@@ -446,7 +458,7 @@ def main(argv=None) -> int:
                os.environ.get("NVFP4_TEST_SEED") or random.randrange(1 << 30))
     seed_env = {"NVFP4_TEST_SEED": seed}
     gpus = visible_gpus(min(args.gpus or dev.get("gpus", 1), dev.get("gpus", 1)))
-    summary = {**old, "device": dev, "quick": args.quick, "test_seed": int(seed), "gpus": len(gpus), "complete": False}
+    summary = {**old, "device": dev, "quick": args.quick, "tests": args.tests, "test_seed": int(seed), "gpus": len(gpus), "complete": False}
     summary.setdefault("date", time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
     summary.setdefault("calls", []).append(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
     deadline = t_start + args.budget if args.budget else None
@@ -463,7 +475,7 @@ def main(argv=None) -> int:
 def run_all(run: Run, args, draws: list[str], tools: list[str]) -> int:
     """Steps 2-6 (the module's text) on `run`; the exit code."""
     summary, gpus, out_dir, seed_env = run.summary, run.gpus, run.out_dir, run.seed_env
-    paths = QUICK_TESTS if args.quick else GPU_TESTS
+    paths = [t for t in args.tests.split(",") if t] if args.tests else QUICK_TESTS if args.quick else GPU_TESTS
     failures = []  # (draw, node id)
     all_ran = True
     for draw in draws:

@@ -1,5 +1,6 @@
 """Positive controls for tools/sanitize_sweep.py: tiny CuTe DSL kernels, each with one planted bug
-that one compute-sanitizer tool must report.
+that one compute-sanitizer tool must report; and two planted faults for tools/first_gpu_run.py's
+own check on a GPU (tests/planted_gpu_faults.py).
 
 Why (exp. 184): a sweep that reports "0 errors" shows nothing unless the tool, run the way the
 sweep runs it (the same kernel-name filter, the same environment), sees a bug of that kind in a
@@ -24,6 +25,12 @@ Controls, and the tool that must report each:
 Each kernel runs one CTA; none of these bugs crashes or hangs the process without the tool (the
 store lands in the allocation's rounding, the race and the read only produce an undefined value,
 and the warp barrier returned on an H100 without the tool).  Exit status 0 once the kernel has run.
+
+Planted faults (FAULTS), the two ways a never-run kernel most often fails, which do break the run:
+  illegal_address  one store through a pointer to an unmapped address (0x100): a sticky fault,
+                   the process's CUDA context is lost
+  mbarrier_hang    every thread waits on phase 0 of an mbarrier nothing arrives on, as a pipeline
+                   whose producer never signals: the kernel never ends
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ import sys
 
 CONTROLS = {"oob_store": "memcheck", "smem_race": "racecheck", "uninit_read": "initcheck",
             "warp_sync_mask": "synccheck"}
+FAULTS = ("illegal_address", "mbarrier_hang")
 N = 1001  # int32 elements of the control's tensor (not a multiple of any allocation granule)
+UNMAPPED = 0x100  # illegal_address's store target (the null page: no allocation lives there)
 
 
 def control_for(tool: str) -> str:
@@ -50,7 +59,7 @@ def _kernel_class():
         """One CTA of 64 threads (two warps) running the control `name` (module doc)."""
 
         def __init__(self, name: str):
-            assert name in CONTROLS, name
+            assert name in CONTROLS or name in FAULTS, name
             self.name = name
 
         @cute.jit
@@ -79,12 +88,25 @@ def _kernel_class():
             if cutlass.const_expr(self.name == "warp_sync_mask"):
                 if tidx < 32:
                     cute.arch.sync_warp(0x0000FFFF)
+            if cutlass.const_expr(self.name == "illegal_address"):
+                if tidx == 0:
+                    out[0] = Int32(7)  # (dst is UNMAPPED)
+            if cutlass.const_expr(self.name == "mbarrier_hang"):
+                smem = cutlass.utils.SmemAllocator()
+                bar = smem.allocate_tensor(cutlass.Int64, cute.make_layout((1,)), byte_alignment=8)
+                if tidx == 0:
+                    cute.arch.mbarrier_init(bar.iterator, 1)
+                cute.arch.mbarrier_init_fence()
+                cute.arch.sync_threads()
+                cute.arch.mbarrier_wait(bar.iterator, 0)  # no thread arrives: phase 0 never completes
+                if tidx == 0:
+                    out[0] = Int32(1)
 
     return PlantedBug
 
 
 def run(name: str) -> None:
-    """Compile the control for this GPU and launch it once on torch tensors."""
+    """Compile the control (or planted fault) for this GPU and launch it once on torch tensors."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import nvfp4gemm  # noqa: F401  (sets CUTE_DSL_ARCH before cutlass on CPU machines)
     import cuda.bindings.driver as cuda
@@ -97,11 +119,12 @@ def run(name: str) -> None:
     dst = torch.zeros(N, dtype=torch.int32, device="cuda")
     torch.cuda.synchronize()
 
-    def ptr(t):
-        return make_ptr(cutlass.Int32, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
+    def ptr(addr):
+        return make_ptr(cutlass.Int32, addr, cute.AddressSpace.gmem, assumed_align=16)
 
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    args = (ptr(src), ptr(dst), cutlass.Int32(N), stream)
+    args = (ptr(src.data_ptr()), ptr(UNMAPPED if name == "illegal_address" else dst.data_ptr()), cutlass.Int32(N),
+            stream)
     fn = cute.compile(_kernel_class()(name), *args)
     fn(*args)
     torch.cuda.synchronize()
@@ -130,6 +153,6 @@ def compile_only(name: str, dump_dir: str, arch: str = "sm_90a") -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in CONTROLS:
-        raise SystemExit(f"usage: sanitize_controls.py {{{','.join(CONTROLS)}}}")
+    if len(sys.argv) != 2 or sys.argv[1] not in (*CONTROLS, *FAULTS):
+        raise SystemExit(f"usage: sanitize_controls.py {{{','.join((*CONTROLS, *FAULTS))}}}")
     run(sys.argv[1])
