@@ -4,12 +4,13 @@ Why: a kernel fault -- an illegal address, an illegal instruction, a trap -- lea
 CUDA context broken for good, so every later test of that process fails with the same error,
 whatever its own kernel does.  On a GPU whose kernels have never run (a B200) that would bury the
 one faulting test under a cascade of false failures, and tools/first_gpu_run.py would rerun the
-first of them alone with one layer off, where they pass, and blame CUDA graphs.  So after each
-test (tests/conftest.py registers the hook below) a process that has used CUDA checks its context;
-if it is lost the session ends there: a line starting MARK names the test after which it was found
-lost and the error, and pytest exits with CONTEXT_LOST_RC after its usual report (the failing
-test's traceback included; tests/conftest.py registers both hooks).  first_gpu_run counts that test failed and runs the rest of its chunk
-in a new process.
+first of them alone with one layer off, where they pass, and blame CUDA graphs.
+
+So after each test (tests/conftest.py registers both hooks below) a process that has used CUDA
+checks its context.  If it is lost, the session ends there: a line starting MARK names the test
+after which it was found lost and the error, and pytest exits with CONTEXT_LOST_RC after its usual
+report (the failing test's traceback included).  first_gpu_run counts that test failed and runs the
+rest of its chunk in a new process.
 """
 
 from __future__ import annotations

@@ -231,7 +231,8 @@ class Run:
     def pytest(self, name: str, nodes: list[str], env: dict) -> dict | None:
         """`nodes` in one pytest -v process (log DIR/<name>.log): {"results": {node: outcome},
         "lost": the test that was running when the process hung (killed after test_timeout) or
-        died, or after which the CUDA context was found lost (cuda_context_guard), or None; "why": how; "rest": nodes not run, "rc", "seconds", "stopped"}.
+        died, or after which the CUDA context was found lost (cuda_context_guard), or None; "why": how;
+        "rest": nodes not run, "rc", "seconds", "stopped"}.
         A budget stop also returns what finished before it (nothing lost)."""
         if not self.may_start():
             return None
@@ -458,7 +459,8 @@ def main(argv=None) -> int:
                os.environ.get("NVFP4_TEST_SEED") or random.randrange(1 << 30))
     seed_env = {"NVFP4_TEST_SEED": seed}
     gpus = visible_gpus(min(args.gpus or dev.get("gpus", 1), dev.get("gpus", 1)))
-    summary = {**old, "device": dev, "quick": args.quick, "tests": args.tests, "test_seed": int(seed), "gpus": len(gpus), "complete": False}
+    summary = {**old, "device": dev, "quick": args.quick, "tests": args.tests, "test_seed": int(seed),
+               "gpus": len(gpus), "complete": False}
     summary.setdefault("date", time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
     summary.setdefault("calls", []).append(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
     deadline = t_start + args.budget if args.budget else None
