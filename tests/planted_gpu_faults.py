@@ -12,13 +12,10 @@ failed -- "CUDA context lost after it" and "hung" -- and the three others passed
 fault in a new process on the same GPU; its bisection must call both "the kernel".
 """
 
-import os
-import sys
-
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+from tools import sanitize_controls  # (tests/conftest.py puts the repository root on sys.path)
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -34,8 +31,6 @@ def test_before_the_faults():
 
 def test_planted_illegal_address():
     """Fails by design: its kernel stores to an unmapped address."""
-    import sanitize_controls
-
     sanitize_controls.run("illegal_address")
 
 
@@ -45,8 +40,6 @@ def test_after_the_illegal_address():
 
 def test_planted_mbarrier_hang():
     """Fails by design: its kernel waits forever on an mbarrier."""
-    import sanitize_controls
-
     sanitize_controls.run("mbarrier_hang")
 
 

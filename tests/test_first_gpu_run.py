@@ -313,6 +313,13 @@ def test_sanitize_runs_each_tool_in_shards_over_the_gpus_last(fake):
         F.main(["--gpus", "0"])
 
 
+def _run_real_pytest_in(folder, monkeypatch, test_timeout):
+    """A Run whose pytest processes (pytest itself) start in `folder` (its tests and logs) on one "GPU"."""
+    monkeypatch.setattr(F, "POLL_S", 0.1)
+    monkeypatch.setattr(F, "ROOT", str(folder))
+    return F.Run(str(folder), {}, ["0"], None, test_timeout, {"NVFP4_TEST_SEED": "1"})
+
+
 def test_real_pytest_output_names_results_and_the_hung_test(tmp_path, monkeypatch):
     """The parsing against pytest itself (not the stand-in): ids with spaces, a failure, a test that
     hangs (killed after the timeout and named from the unbuffered log), then the rest of the chunk
@@ -329,9 +336,7 @@ def test_real_pytest_output_names_results_and_the_hung_test(tmp_path, monkeypatc
         def test_d():
             pass
     '''))
-    monkeypatch.setattr(F, "POLL_S", 0.1)
-    monkeypatch.setattr(F, "ROOT", str(tmp_path))
-    run = F.Run(str(tmp_path), {}, ["0"], None, 4.0, {"NVFP4_TEST_SEED": "1"})
+    run = _run_real_pytest_in(tmp_path, monkeypatch, test_timeout=4.0)
     nodes = ["test_probe.py::test_a[(256, 4096, 7168, 1)]", "test_probe.py::test_b", "test_probe.py::test_c",
              "test_probe.py::test_d"]
     assert F.collect(["test_probe.py"], {}) == nodes
@@ -404,9 +409,7 @@ def test_a_lost_cuda_context_ends_the_session_at_its_test(tmp_path, monkeypatch)
         def test_d():
             pass
     '''))
-    monkeypatch.setattr(F, "POLL_S", 0.1)
-    monkeypatch.setattr(F, "ROOT", str(tmp_path))
-    run = F.Run(str(tmp_path), {}, ["0"], None, 60.0, {"NVFP4_TEST_SEED": "1"})
+    run = _run_real_pytest_in(tmp_path, monkeypatch, test_timeout=60.0)
     nodes = [f"test_probe.py::test_{x}" for x in "abcd"]
     rec = run.tests("gpu_tests", "leaderboard", nodes, set(), 10)
     assert rec["results"] == {nodes[0]: "PASSED", nodes[1]: "FAILED", nodes[2]: "PASSED", nodes[3]: "PASSED"}

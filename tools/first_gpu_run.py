@@ -4,6 +4,7 @@ the checks README's "What has run where" asks for, in that order, with every out
     python3 tools/first_gpu_run.py [--out first_gpu_run] [--quick] [--no-timing] [--sanitize]
                                    [--sanitize-tools T,..] [--gpus N] [--draws leaderboard,wide]
                                    [--budget SECONDS] [--resume] [--chunk K] [--test-timeout S]
+                                   [--tests FILE_OR_ID,..] [--max-bisect N]
 
 Steps (each writes DIR/<step>*.log; DIR/summary.json holds what they found, rewritten after every
 pytest process and every step, so a run cut short keeps what it had found):
