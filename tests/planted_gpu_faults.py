@@ -4,13 +4,19 @@ suite: the file's name does not match test_*.py, so pytest collects it only when
     python3 tools/first_gpu_run.py --tests tests/planted_gpu_faults.py --draws leaderboard --no-timing \\
         --test-timeout 60 --out planted
 
-Two tests fail by design, the two ways a never-run kernel most often fails (tools/sanitize_controls.py,
-FAULTS): a store to an unmapped address, which loses the process's CUDA context (the guard in
-tests/conftest.py then ends the session, naming the test), and an mbarrier wait that never ends
-(first_gpu_run kills the process after --test-timeout).  The tool must count exactly those two
-failed -- "CUDA context lost after it" and "hung" -- and the three others passed, each test after a
-fault in a new process on the same GPU; its bisection must call both "the kernel".
+Three tests fail by design.  Two are the ways a never-run kernel most often fails
+(tools/sanitize_controls.py, FAULTS): a store to an unmapped address, which loses the process's CUDA
+context (the guard in tests/conftest.py then ends the session, naming the test), and an mbarrier wait
+that never ends (first_gpu_run kills the process after --test-timeout).  The third is the process
+itself dying under a test (a segfault, as a crash in the driver or in a library's C++ would give:
+SIGSEGV raised in the test's own process after a GPU op).  The tool must count exactly those three
+failed -- "CUDA context lost after it", "hung" and "process died" -- and the four others passed, each
+test after a fault in a new process on the same GPU; its bisection must call all three "the kernel"
+(each fails the same way again with graphs and the table writer off).
 """
+
+import os
+import signal
 
 import pytest
 import torch
@@ -44,4 +50,14 @@ def test_planted_mbarrier_hang():
 
 
 def test_after_the_hang():
+    _gpu_works()
+
+
+def test_planted_process_death():
+    """Fails by design: its process dies (SIGSEGV) after a GPU op, as in a crash below Python."""
+    _gpu_works()
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def test_after_the_death():
     _gpu_works()
