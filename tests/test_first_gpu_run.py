@@ -39,6 +39,11 @@ def test_results_and_the_running_test_from_the_log():
     assert F.results_in_log(LOG, NODES[:1]) == {NODES[0]: "PASSED"}  # only the nodes asked about
     assert F.running_in_log(LOG, NODES) == NODES[4]
     assert F.running_in_log(LOG + "PASSED  [100%]\n", NODES) is None
+    # a process that died under the test: pytest's faulthandler writes on after the node id (exp. 189)
+    died = LOG + "Fatal Python error: Segmentation fault\n\nCurrent thread 0x7f31 (most recent call first):\n"
+    assert F.running_in_log(died, NODES[4:]) == NODES[4]
+    assert F.running_in_log(died, NODES) == NODES[4]  # (the reported ones are not running)
+    assert F.running_in_log(LOG + "PASSED  [100%]\nFatal Python error: Aborted\n", NODES) is None
 
 
 def test_problem_of_and_verdicts():
@@ -87,7 +92,7 @@ def test_gpu_tools_without_gpu_run_nothing(tmp_path, tool, says):
 # then ends as tools/cuda_context_guard.py ends a session whose CUDA context is lost)), and exits 1
 # if a test failed (or, with "exit_at_start", exits so before any test).  Every run appends its nodes and environment to the calls file.
 FAKE_PYTEST = textwrap.dedent('''
-    import json, os, signal, sys, time
+    import faulthandler, json, os, signal, sys, time
     plan = json.load(open(os.environ["FAKE_PLAN"]))
     args = sys.argv[1:]
     if "--collect-only" in args:
@@ -109,7 +114,8 @@ FAKE_PYTEST = textwrap.dedent('''
         act = act.get(layer, act.get("default", "PASSED")) if isinstance(act, dict) else act
         if act == "HANG":
             time.sleep(600)
-        if act == "DIE":
+        if act == "DIE":  # (as under real pytest, whose faulthandler writes after the node id: exp. 189)
+            faulthandler.enable()
             os.kill(os.getpid(), signal.SIGSEGV)
         if act == "SLOW":
             time.sleep(0.4)

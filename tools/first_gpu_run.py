@@ -125,11 +125,19 @@ def results_in_log(text: str, nodes) -> dict:
 
 
 def running_in_log(text: str, nodes) -> str | None:
-    """The test pytest -v had started and not finished when `text` was read: its last line is the
-    node id alone (pytest prints the result on the same line once the test ends)."""
-    lines = text.rstrip("\n").splitlines()
-    last = lines[-1].strip() if lines and not text.endswith("\n") else ""
-    return last if last in set(nodes) else None
+    """The test of `nodes` pytest -v had started and not reported when `text` was read: the last line
+    that begins with a node id not followed by an outcome.  pytest prints the id as a test starts and
+    the outcome on the same line once it ends; a hung test's id ends the log, and a process that
+    died under a test has its faulthandler's "Fatal Python error: ..." after the id (exp. 189: the
+    first version looked only at an id alone on the log's last line, so a real death went unnamed)."""
+    reported = results_in_log(text, nodes)
+    running = None
+    for line in text.splitlines():
+        for node in nodes:
+            after = line[len(node):len(node) + 1]  # ("" or a space: not a longer id that begins alike)
+            if node not in reported and line.startswith(node) and (not after or after.isspace()):
+                running = node
+    return running
 
 
 def chunk_size(n_tests: int, gpus: int, asked: int | None) -> int:
