@@ -67,8 +67,12 @@ def test_chunk_size():
 
 
 def test_two_gpu_tests_are_marked():
-    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", F.TWO_GPU_MARK, *F.GPU_TESTS,
-                        "tests/test_gpu_masked.py"], cwd=ROOT, capture_output=True, text=True)
+    """The test step covers every GPU test file, and its two-GPU tests carry the mark that runs them
+    with every GPU visible."""
+    assert sorted(F.GPU_TESTS) == sorted(f"tests/{f}" for f in os.listdir(os.path.join(ROOT, "tests"))
+                                         if f.startswith("test_gpu") and f.endswith(".py"))
+    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", F.TWO_GPU_MARK, *F.GPU_TESTS],
+                       cwd=ROOT, capture_output=True, text=True)
     nodes = [ln for ln in r.stdout.splitlines() if "::" in ln]
     assert sorted(n.split("::")[1].split("[")[0] for n in nodes) == [
         "test_masked_on_another_device", "test_tensors_on_another_device", "test_tensors_on_another_device"]
@@ -228,7 +232,7 @@ def test_budget_stops_and_resume_goes_on(fake, monkeypatch):
     """With --budget the run ends on time (exit 3, "complete": false), keeping every finished test;
     --resume keeps the seed and those results, runs only the rest, then the timing steps."""
     monkeypatch.setattr(F, "LAST_START_S", 0.3)
-    nodes = _nodes(12)
+    nodes = _nodes(9) + _nodes(3, "tests/test_gpu_kernels.py::test_grouped[g{}-7]")  # (both problems: both timed)
     plan = {"nodes": nodes, "plan": {n: "SLOW" for n in nodes}}
     rc, summary, calls = fake(plan, "--draws", "leaderboard", "--chunk", "3", "--budget", "1.5", gpus=2)
     assert rc == 3 and not summary["complete"] and not summary["gpu_tests"]["complete"]
@@ -262,6 +266,11 @@ def test_each_draw_runs_and_its_failures_rerun_under_it(fake):
     assert [s for s, _c, _e in fake.steps] == ["timing_group", "timing_group_graphs_off"]
     rc, summary, calls = fake({"nodes": nodes}, "--no-timing", "--draws", "leaderboard", gpus=1)
     assert rc == 0 and [c["env"]["NVFP4_TEST_DRAW"] for c in calls] == ["leaderboard"]
+    assert summary["timed_problems"] == [] and fake.steps == []  # (--no-timing: none, though both passed)
+    # a problem none of whose tests ran (here --tests-like: only grouped ones) is not timed
+    rc, summary, calls = fake({"nodes": nodes[2:]}, "--draws", "leaderboard", gpus=1)
+    assert rc == 0 and summary["timed_problems"] == ["group"]
+    assert [s for s, _c, _e in fake.steps] == ["timing_group", "timing_group_graphs_off"]
     with pytest.raises(SystemExit):
         F.main(["--draws", "leaderboard,uniform"])
 

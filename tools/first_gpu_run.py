@@ -9,7 +9,8 @@ the checks README's "What has run where" asks for, in that order, with every out
 Steps (each writes DIR/<step>*.log; DIR/summary.json holds what they found, rewritten after every
 pytest process and every step, so a run cut short keeps what it had found):
   1. device     the GPU, its capability and driver, and the arch our kernels compile for there
-  2. gpu_tests  pytest tests/test_gpu_kernels.py tests/test_gpu_bundle.py, once per input draw
+  2. gpu_tests  pytest tests/test_gpu_kernels.py tests/test_gpu_bundle.py tests/test_gpu_masked.py
+                (every GPU test), once per input draw
                 (NVFP4_TEST_DRAW): the leaderboard's, then the wide one (every e2m1 code, every finite
                 e4m3 scale on each operand: what real checkpoints hold and the leaderboard's inputs
                 never set); steps gpu_tests and gpu_tests_wide.  The draw's node ids are cut into
@@ -76,7 +77,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cuda_context_guard import lost_in_log  # noqa: E402
 from sanitize_sweep import TOOLS as SANITIZER_TOOLS, collect as sweep_collect, visible_gpus  # noqa: E402
 
-GPU_TESTS = ["tests/test_gpu_kernels.py", "tests/test_gpu_bundle.py"]
+# every GPU test file (on sm_100 test_gpu_masked.py checks MaskedGroupedGemm's refusal of the GPU)
+GPU_TESTS = ["tests/test_gpu_kernels.py", "tests/test_gpu_bundle.py", "tests/test_gpu_masked.py"]
 # (the three sm_100a layer checks first: the grouped setup kernel's descriptors and both problems'
 # launch paths with a probe for the main kernel; all passed on an H200, sessions 55-56, so a
 # failure with them passing here points at the main kernel)
@@ -488,6 +490,7 @@ def run_all(run: Run, args, draws: list[str], tools: list[str]) -> int:
     summary, gpus, out_dir, seed_env = run.summary, run.gpus, run.out_dir, run.seed_env
     paths = [t for t in args.tests.split(",") if t] if args.tests else QUICK_TESTS if args.quick else GPU_TESTS
     failures = []  # (draw, node id)
+    ran = set()  # every node id of every draw
     all_ran = True
     for draw in draws:
         if run.stopped:
@@ -496,6 +499,7 @@ def run_all(run: Run, args, draws: list[str], tools: list[str]) -> int:
         step = "gpu_tests" if draw == "leaderboard" else f"gpu_tests_{draw}"
         env = {**seed_env, "NVFP4_TEST_DRAW": draw}
         nodes = collect(paths, env)
+        ran.update(nodes)
         rec = run.tests(step, draw, nodes, set(collect(paths, env, TWO_GPU_MARK)),
                         chunk_size(len(nodes), len(gpus), args.chunk))
         all_ran &= rec["complete"]
@@ -504,8 +508,11 @@ def run_all(run: Run, args, draws: list[str], tools: list[str]) -> int:
     summary["not_bisected"] = [f"{draw}: {node}" for draw, node in failures[args.max_bisect:]]
     run.bisect(failures[:args.max_bisect])
 
-    clean = {p for p in ("dual", "group")
-             if all_ran and not any(problem_of(n) in (p, "other") for _d, n in failures)}
+    # a problem is timed only where some of its tests ran and none of them (or of neither problem's) failed:
+    # with --tests a problem may have no test at all
+    clean = set() if args.no_timing else {
+        p for p in ("dual", "group") if all_ran and any(problem_of(n) == p for n in ran)
+        and not any(problem_of(n) in (p, "other") for _d, n in failures)}
     summary["timed_problems"] = sorted(clean)
     steps = summary.setdefault("steps", {})
     todo = []
