@@ -153,8 +153,10 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.delenv("NVFP4_TEST_SEED", raising=False)
     steps = []
 
-    def fake_step(self, name, cmd, env=None):
+    def fake_step(self, name, cmd, env=None, progress=None):
         steps.append((name, cmd, dict(env or {})))
+        if name in run.hang:  # (as Run.step records a step its progress function saw stall)
+            return {"rc": -9, "seconds": 0, "hung": "no progress in 300 s"}
         return {"rc": 1 if name in run.fail else 0, "seconds": 0}
 
     monkeypatch.setattr(F.Run, "step", fake_step)
@@ -169,7 +171,7 @@ def fake(tmp_path, monkeypatch):
         calls = [json.loads(ln) for ln in calls_path.read_text().splitlines()] if calls_path.exists() else []
         return rc, json.load(open(out / "summary.json")), calls
 
-    run.steps, run.fail, run.out = steps, set(), out
+    run.steps, run.fail, run.hang, run.out = steps, set(), set(), out
     return run
 
 
@@ -322,6 +324,18 @@ def test_sanitize_runs_each_tool_in_shards_over_the_gpus_last(fake):
     rc, summary, _calls = fake({"nodes": nodes}, "--draws", "leaderboard", "--sanitize", "--resume",
                                "--sanitize-tools", "initcheck")
     assert fake.steps == [] and summary["sanitize"]["clean"]
+    # a shard that hangs under its tool is recorded (unclean, named) and not run again by a --resume
+    fake.hang = {"sanitize_memcheck_1of4"}
+    rc, summary, _calls = fake({"nodes": nodes}, "--draws", "leaderboard", "--sanitize", "--sanitize-tools",
+                               "memcheck,synccheck", gpus=1)
+    tools = summary["sanitize"]["tools"]
+    assert rc == 0 and summary["complete"] and not summary["sanitize"]["clean"]
+    assert tools["memcheck"]["hung"] == ["sanitize_memcheck_1of4"] and not tools["memcheck"]["clean"]
+    assert tools["synccheck"]["clean"] and tools["synccheck"]["hung"] == []
+    assert summary["steps"]["sanitize_memcheck_1of4"]["hung"].startswith("no progress in 300 s; running: ")
+    rc, summary, _calls = fake({"nodes": nodes}, "--draws", "leaderboard", "--sanitize", "--sanitize-tools",
+                               "memcheck,synccheck", "--resume", gpus=1)
+    assert fake.steps == [] and summary["complete"]
     with pytest.raises(SystemExit):
         F.main(["--sanitize-tools", "memcheck,valgrind"])
     with pytest.raises(SystemExit):
@@ -490,3 +504,27 @@ def test_planted_faults_are_collected_only_when_named():
         "test_planted_mbarrier_hang", "test_after_the_hang", "test_planted_process_death",
         "test_after_the_death"]
     assert not [n for n in ids("tests") if n.startswith("tests/planted_gpu_faults.py")]
+
+
+def test_a_step_without_progress_is_killed_as_hung(tmp_path, monkeypatch):
+    """Run.step with a progress function: a process whose progress stalls for test_timeout is killed
+    and recorded "hung" (a budget stop would record nothing); one that keeps making progress runs to
+    its end.  Real processes."""
+    monkeypatch.setattr(F, "POLL_S", 0.05)
+    run = F.Run(str(tmp_path), {}, ["0"], None, 1.0, {})
+    r = run.step("stuck", [sys.executable, "-c", "import time; time.sleep(30)"], progress=lambda: 0)
+    assert r["hung"] == "no progress in 1 s" and r["rc"] == -9 and r["seconds"] < 10
+    grow = tmp_path / "grow"
+    grow.mkdir()
+    writer = ("import time\nfor i in range(12):\n"
+              f"    open({str(grow / 'f')!r}, 'a').write('x')\n    time.sleep(0.2)\n")
+    r = run.step("busy", [sys.executable, "-c", writer], progress=lambda: F.folder_bytes(str(grow)))
+    assert r == {"rc": 0, "seconds": r["seconds"]} and F.folder_bytes(str(grow)) == 12
+
+
+def test_the_test_a_hung_sanitizer_run_was_in(tmp_path):
+    (tmp_path / "memcheck.1.out").write_text(LOG)
+    assert F.started_not_finished(str(tmp_path)) == NODES[4]
+    (tmp_path / "memcheck.1.out").write_text(LOG + "PASSED  [100%]\n")
+    assert F.started_not_finished(str(tmp_path)) is None
+    assert F.folder_bytes(str(tmp_path / "none")) == 0

@@ -33,7 +33,9 @@ pytest process and every step, so a run cut short keeps what it had found):
                 default all four), each tool's slice in interleaved shards (`--shard I/N`, N at least
                 4 and a multiple of the GPUs), one process per GPU at a time; logs in
                 DIR/sanitize/<tool>/shardI.  A shard is what a --resume redoes (racecheck's whole slice
-                took 15-22 minutes of one GPU in sessions 51 and 61; a quarter of it, ~5)
+                took 15-22 minutes of one GPU in sessions 51 and 61; a quarter of it, ~5).  A shard whose
+                folder stops growing for --test-timeout seconds (a kernel hung under the tool) is killed
+                and recorded as hung, naming the test it was in, so a --resume does not run it again
 Timing runs only for a problem whose tests all passed: a number from a wrong kernel is no number.
 
 Calls with a time limit (the device tool's 10 minutes a command): --budget SECONDS ends the run
@@ -142,6 +144,30 @@ def running_in_log(text: str, nodes) -> str | None:
     return running
 
 
+def folder_bytes(path: str) -> int:
+    """The bytes of every file under `path` (0 if there is none yet): a sanitizer shard's progress."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+def started_not_finished(path: str) -> str | None:
+    """In the newest pytest output (`*.out`) under `path`, the last line that starts a test and
+    reports no outcome (pytest -v: the node id, then the outcome on the same line): the test a hung
+    sanitizer run was in."""
+    outs = [os.path.join(root, f) for root, _d, files in os.walk(path) for f in files if f.endswith(".out")]
+    if not outs:
+        return None
+    lines = open(max(outs, key=os.path.getmtime), errors="replace").read().splitlines()
+    started = [ln.strip() for ln in lines if ln.startswith("tests/") and "::" in ln and not _RESULT.match(ln)]
+    return started[-1] if started else None
+
+
 def chunk_size(n_tests: int, gpus: int, asked: int | None) -> int:
     """Tests per pytest process: --chunk, else about three chunks per GPU, 8 to 60 tests each (one
     process compiles each config it needs once: fewer, larger chunks compile less)."""
@@ -197,9 +223,10 @@ class Run:
             self.stopped = True
         return not self.stopped
 
-    def _watch(self, cmd, log_path, env, nodes=None):
+    def _watch(self, cmd, log_path, env, nodes=None, progress=None):
         """Run `cmd` (output to log_path) until it ends, the budget ends (-> "budget") or, with
-        `nodes`, no test of them finishes for test_timeout seconds (-> "timeout")."""
+        `nodes`, no test of them finishes for test_timeout seconds (-> "timeout"); with `progress`
+        (a function whose value changes as the process gets on), that value stays the same as long."""
         t0 = time.time()
         with open(log_path, "w") as log:
             log.write(f"$ {' '.join(cmd)}  (env {env})\n")
@@ -211,13 +238,13 @@ class Run:
             while p.poll() is None and not self.interrupted:
                 time.sleep(POLL_S)
                 now = time.time()
-                if nodes is not None:
-                    n = len(results_in_log(open(log_path).read(), nodes))
+                if nodes is not None or progress is not None:
+                    n = len(results_in_log(open(log_path).read(), nodes)) if nodes is not None else progress()
                     if n != seen:
                         seen, last = n, now
                 if self.deadline is not None and now >= self.deadline:
                     why = "budget"
-                elif nodes is not None and now - last > self.test_timeout:
+                elif (nodes is not None or progress is not None) and now - last > self.test_timeout:
                     why = "timeout"
                 if why:
                     kill_group(p)
@@ -231,13 +258,19 @@ class Run:
             self.stopped = True
         return rc, time.time() - t0, why
 
-    def step(self, name: str, cmd: list[str], env: dict | None = None) -> dict | None:
-        """A whole step in one process (timing, bench, a sanitizer tool); its log DIR/<name>.log."""
+    def step(self, name: str, cmd: list[str], env: dict | None = None, progress=None) -> dict | None:
+        """A whole step in one process (timing, bench, a sanitizer shard); its log DIR/<name>.log.
+        With `progress` (see _watch) a step that makes none for test_timeout seconds is killed and
+        recorded with "hung" (a budget stop records nothing: a --resume runs the step again)."""
         if not self.may_start():
             return None
-        rc, secs, why = self._watch(cmd, os.path.join(self.out_dir, f"{name}.log"), dict(env or {}))
-        print(f"[{name}] rc {rc} in {secs:.0f} s{' (stopped: budget)' if why else ''}", flush=True)
-        return None if why else {"rc": rc, "seconds": round(secs)}
+        rc, secs, why = self._watch(cmd, os.path.join(self.out_dir, f"{name}.log"), dict(env or {}),
+                                    progress=progress)
+        print(f"[{name}] rc {rc} in {secs:.0f} s{f' (stopped: {why})' if why else ''}", flush=True)
+        if why == "budget":
+            return None
+        return {"rc": rc, "seconds": round(secs),
+                **({"hung": f"no progress in {self.test_timeout:.0f} s"} if why == "timeout" else {})}
 
     def pytest(self, name: str, nodes: list[str], env: dict) -> dict | None:
         """`nodes` in one pytest -v process (log DIR/<name>.log): {"results": {node: outcome},
@@ -371,9 +404,17 @@ class Run:
 
         def one(name, gpu):
             tool, i = units[name]
+            shard_dir = os.path.join(self.out_dir, "sanitize", tool, f"shard{i}")
             cmd = [sys.executable, "tools/sanitize_sweep.py", "--tools", tool, "--shard", f"{i}/{n}", "--seed", seed,
-                   "--out", os.path.join(self.out_dir, "sanitize", tool, f"shard{i}")]
-            r = self.step(name, cmd, {"CUDA_VISIBLE_DEVICES": gpu})
+                   "--out", shard_dir]
+            # A kernel that hangs under the tool would otherwise hold its shard until the budget, and a
+            # --resume would run that shard again, forever: a shard whose folder (the tool's logs,
+            # pytest -v's lines) stops growing for --test-timeout is killed and recorded as hung.
+            # (unbuffered: pytest's lines reach the folder as tests end, not in 8 KB blocks)
+            r = self.step(name, cmd, {"CUDA_VISIBLE_DEVICES": gpu, "PYTHONUNBUFFERED": "1"},
+                          progress=lambda: folder_bytes(shard_dir))
+            if r is not None and "hung" in r:
+                r["hung"] += f"; running: {started_not_finished(shard_dir)}"
             if r is not None:
                 with self.lock:
                     steps[name] = r
@@ -384,7 +425,9 @@ class Run:
         self.summary["sanitize"] = {
             "gpus": len(self.gpus), "shards": n, "units": list(units),
             "tools": {t: {"shards_done": sum(r is not None for r in rs),
-                          "clean": all(r is not None and r["rc"] == 0 for r in rs)} for t, rs in per_tool.items()},
+                          "clean": all(r is not None and r["rc"] == 0 for r in rs),
+                          "hung": [u for u, (tool, _i) in units.items() if tool == t and "hung" in (steps.get(u) or {})]}
+                      for t, rs in per_tool.items()},
             "clean": all(r is not None and r["rc"] == 0 for rs in per_tool.values() for r in rs)}
         self.save()
 
