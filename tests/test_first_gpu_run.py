@@ -93,7 +93,8 @@ def test_gpu_tools_without_gpu_run_nothing(tmp_path, tool, says):
 # A stand-in for pytest: --collect-only prints the plan's node ids (its "two" ones under -m); a run
 # prints each given node id as pytest -v does, then acts as the plan says for the draw and the layers
 # switched off ("PASSED", "FAILED", "SLOW" (passes after 0.4 s), "HANG", "DIE" (SIGSEGV), "LOSE" (fails,
-# then ends as tools/cuda_context_guard.py ends a session whose CUDA context is lost)), and exits 1
+# then ends as tools/cuda_context_guard.py ends a session whose CUDA context is lost), "HANG_AFTER" /
+# "DIE_AFTER" (reports PASSED, then hangs / dies before the next test starts)), and exits 1
 # if a test failed (or, with "exit_at_start", exits so before any test).  Every run appends its nodes and environment to the calls file.
 FAKE_PYTEST = textwrap.dedent('''
     import faulthandler, json, os, signal, sys, time
@@ -118,6 +119,12 @@ FAKE_PYTEST = textwrap.dedent('''
         act = act.get(layer, act.get("default", "PASSED")) if isinstance(act, dict) else act
         if act == "HANG":
             time.sleep(600)
+        if act in ("HANG_AFTER", "DIE_AFTER"):  # (reports PASSED, then hangs or dies: teardown, the guard's sync)
+            print("PASSED   [ 50%]", flush=True)
+            if act == "HANG_AFTER":
+                time.sleep(600)
+            faulthandler.enable()
+            os.kill(os.getpid(), signal.SIGSEGV)
         if act == "DIE":  # (as under real pytest, whose faulthandler writes after the node id: exp. 189)
             faulthandler.enable()
             os.kill(os.getpid(), signal.SIGSEGV)
@@ -228,6 +235,25 @@ def test_a_hung_test_a_dead_process_and_a_lost_context_fail_and_their_chunks_go_
     assert summary["timed_problems"] == [] and fake.steps == []  # both problems failed: nothing timed
     # every process, the bisection's reruns included, had the run's one test seed
     assert {c["env"]["NVFP4_TEST_SEED"] for c in calls} == {str(summary["test_seed"])}
+
+
+def test_a_hang_or_death_after_a_test_reported_is_that_tests(fake):
+    """A test that reports PASSED and then hangs or kills its process before the next test starts
+    (its teardown, or work it left running that the context check's synchronize waits on) is the
+    one counted failed -- not the next test, which never started -- and its bisection, where it
+    reports PASSED again and hangs or dies again, calls it "the kernel"."""
+    nodes = _nodes(3) + _nodes(2, "tests/test_gpu_kernels.py::test_grouped[g{}-7]")
+    plan = {nodes[0]: "HANG_AFTER", nodes[3]: "DIE_AFTER"}
+    rc, summary, calls = fake({"nodes": nodes, "plan": plan}, "--draws", "leaderboard", "--chunk", "5",
+                              "--test-timeout", "1", gpus=1)
+    rec = summary["gpu_tests"]
+    assert rc == 1 and summary["complete"] and rec["failed"] == [nodes[0], nodes[3]]
+    assert rec["lost"][nodes[0]] == "hung after it was reported: nothing finished in 1 s"
+    assert rec["lost"][nodes[3]] == "process died after it was reported, rc -11"
+    assert all(rec["results"][n] == "PASSED" for n in nodes)  # (what pytest said; "lost" overrides it)
+    assert [c["nodes"] for c in calls[:3]] == [nodes, nodes[1:], nodes[4:]]
+    for n in (nodes[0], nodes[3]):
+        assert summary["bisect"][f"leaderboard: {n}"]["verdict"].startswith("the kernel")
 
 
 def test_budget_stops_and_resume_goes_on(fake, monkeypatch):

@@ -20,7 +20,9 @@ pytest process and every step, so a run cut short keeps what it had found):
                 by default) is killed and counted failed, as is a test whose process dies under it (a
                 fault that kills python) and one after which the process's CUDA context was lost (a
                 kernel fault: tools/cuda_context_guard.py ends the pytest session there, naming it),
-                and its chunk goes on after it in a new process.  --tests runs other files instead
+                and its chunk goes on after it in a new process.  A hang or death after a test reported
+                and before the next one started (its teardown, the guard's synchronize) is that
+                test's.  --tests runs other files instead
                 (tests/planted_gpu_faults.py: this tool's own check on a GPU).
   3. bisect     each failed test (the first --max-bisect, 12) again, alone, with NVFP4_GRAPHS=0
                 (no CUDA-graph replay), then also NVFP4_TABLE_WRITER=0 (grouped: no
@@ -275,7 +277,8 @@ class Run:
     def pytest(self, name: str, nodes: list[str], env: dict) -> dict | None:
         """`nodes` in one pytest -v process (log DIR/<name>.log): {"results": {node: outcome},
         "lost": the test that was running when the process hung (killed after test_timeout) or
-        died, or after which the CUDA context was found lost (cuda_context_guard), or None; "why": how;
+        died -- the last one reported, if none had started after it -- or after which the CUDA context
+        was found lost (cuda_context_guard), or None; "why": how;
         "rest": nodes not run, "rc", "seconds", "stopped"}.
         A budget stop also returns what finished before it (nothing lost)."""
         if not self.may_start():
@@ -293,12 +296,23 @@ class Run:
             # (the test was reported, passed or failed; what it left behind fails it)
             lost, lost_why = context[0], f"CUDA context lost after it: {context[1]}"
             rest = [n for n in rest if n != lost]
-        elif rest and why != "budget" and (why == "timeout" or rc not in (0, 1)):
-            lost = running_in_log(text, rest) or (rest[0] if why == "timeout" else None)
-            if lost:
-                rest.remove(lost)
-            lost_why = (f"hung: no test finished in {self.test_timeout:.0f} s" if why == "timeout" else
-                        f"process died, rc {rc}")
+        elif why != "budget" and (why == "timeout" or rc not in (0, 1)):
+            hung = why == "timeout"
+            lost = running_in_log(text, rest)
+            if lost is None and results:
+                # every test it started reported: the hang or death came after the last one, in its
+                # teardown, the context check's synchronize (work it left running) or the process's
+                # exit, so it is that test's
+                lost = list(results)[-1]
+                lost_why = (f"hung after it was reported: nothing finished in {self.test_timeout:.0f} s" if hung else
+                            f"process died after it was reported, rc {rc}")
+            else:
+                if lost is None and hung and rest:
+                    lost = rest[0]  # (nothing reported and none started: the first, so the chunk goes on)
+                if lost:
+                    rest.remove(lost)
+                lost_why = (f"hung: no test finished in {self.test_timeout:.0f} s" if hung else
+                            f"process died, rc {rc}")
         print(f"[{name}] {len(results)} of {len(nodes)} tests reported, rc {rc} in {secs:.0f} s"
               f"{f' ({why})' if why else ''}", flush=True)
         return {"results": results, "lost": lost, "why": lost_why if lost else None, "rest": rest, "rc": rc,
@@ -384,7 +398,8 @@ class Run:
                                 {"NVFP4_TEST_DRAW": draw, "CUDA_VISIBLE_DEVICES": gpu, **env})
                 if r is None or r["stopped"] == "budget":
                     return
-                res[step] = r["results"].get(node) == "PASSED"
+                # (a test that reported PASSED and then lost the context, hung or died still failed)
+                res[step] = r["results"].get(node) == "PASSED" and r["lost"] != node
                 if res[step]:
                     break
             with self.lock:
