@@ -162,6 +162,7 @@ def fake(tmp_path, monkeypatch):
 
     def fake_step(self, name, cmd, env=None, progress=None):
         steps.append((name, cmd, dict(env or {})))
+        assert callable(progress) and progress() == progress()  # (every step is watched for a stall)
         if name in run.hang:  # (as Run.step records a step its progress function saw stall)
             return {"rc": -9, "seconds": 0, "hung": "no progress in 300 s"}
         return {"rc": 1 if name in run.fail else 0, "seconds": 0}

@@ -31,6 +31,8 @@ pytest process and every step, so a run cut short keeps what it had found):
                 fails with both off); one failure per GPU at a time
   4. timing     benchmarks/leaderboard_timing.py, by default and with NVFP4_GRAPHS=0
   5. bench      benchmarks/bench.py --json --png (the main job)
+                (a timing or bench step whose log stops growing for --test-timeout is killed and
+                recorded as hung, so a --resume does not run it again)
   6. sanitize   with --sanitize: tools/sanitize_sweep.py, one tool after another (--sanitize-tools;
                 default all four), each tool's slice in interleaved shards (`--shard I/N`, N at least
                 4 and a multiple of the GPUs), one process per GPU at a time; logs in
@@ -585,7 +587,11 @@ def run_all(run: Run, args, draws: list[str], tools: list[str]) -> int:
                                    "--png", os.path.join(out_dir, "bench.png")], {}))
     for name, cmd, env in todo:
         if name not in steps:
-            r = run.step(name, cmd, env)
+            # (both print as each case and phase ends: a step silent for --test-timeout has hung, and is
+            # recorded so, not run again by every --resume)
+            log = os.path.join(out_dir, f"{name}.log")
+            r = run.step(name, cmd, {**env, "PYTHONUNBUFFERED": "1"},
+                         progress=lambda log=log: os.path.getsize(log) if os.path.exists(log) else 0)
             if r is not None:
                 steps[name] = r
                 run.save()
