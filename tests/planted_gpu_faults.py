@@ -4,15 +4,20 @@ suite: the file's name does not match test_*.py, so pytest collects it only when
     python3 tools/first_gpu_run.py --tests tests/planted_gpu_faults.py --draws leaderboard --no-timing \\
         --test-timeout 60 --out planted
 
-Three tests fail by design.  Two are the ways a never-run kernel most often fails
-(tools/sanitize_controls.py, FAULTS): a store to an unmapped address, which loses the process's CUDA
-context (the guard in tests/conftest.py then ends the session, naming the test), and an mbarrier wait
-that never ends (first_gpu_run kills the process after --test-timeout).  The third is the process
-itself dying under a test (a segfault, as a crash in the driver or in a library's C++ would give:
-SIGSEGV raised in the test's own process after a GPU op).  The tool must count exactly those three
-failed -- "CUDA context lost after it", "hung" and "process died" -- and the four others passed, each
-test after a fault in a new process on the same GPU; its bisection must call all three "the kernel"
-(each fails the same way again with graphs and the table writer off).
+Six tests fail by design, three while they run and three after they reported PASSED.  Two are the
+ways a never-run kernel most often fails (tools/sanitize_controls.py, FAULTS): a store to an unmapped
+address, which loses the process's CUDA context (the guard in tests/conftest.py then ends the session,
+naming the test), and an mbarrier wait that never ends (first_gpu_run kills the process after
+--test-timeout).  The third is the process itself dying under a test (a segfault, as a crash in the
+driver or in a library's C++ would give: SIGSEGV raised in the test's own process after a GPU op).
+The tool must count those three failed -- "CUDA context lost after it", "hung" and "process died" --
+each test after a fault in a new process on the same GPU.  The other three fail after their test
+body returned (exp. 189): the same illegal address and mbarrier hang launched without a synchronize
+(the context guard's synchronize after the test meets them: "CUDA context lost after it", "hung after
+it was reported"), and a fixture whose teardown kills the process ("process died after it was
+reported").  The seven other tests must pass, and the bisection must call all six "the kernel" (each
+fails the same way again with graphs and the table writer off, though pytest reports the last three
+PASSED).
 """
 
 import os
@@ -60,4 +65,39 @@ def test_planted_process_death():
 
 
 def test_after_the_death():
+    _gpu_works()
+
+
+def test_planted_illegal_address_after_it_returns():
+    """Fails by design after returning: its faulting kernel is only launched; the context guard's
+    synchronize after the test finds the context lost."""
+    sanitize_controls.run("illegal_address", sync=False)
+
+
+def test_after_the_late_illegal_address():
+    _gpu_works()
+
+
+def test_planted_hang_after_it_returns():
+    """Fails by design after returning: its hanging kernel is only launched; the context guard's
+    synchronize after the test waits forever."""
+    sanitize_controls.run("mbarrier_hang", sync=False)
+
+
+def test_after_the_late_hang():
+    _gpu_works()
+
+
+@pytest.fixture
+def dies_in_teardown():
+    yield
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def test_planted_death_in_teardown(dies_in_teardown):
+    """Fails by design after passing: its fixture's teardown kills the process."""
+    _gpu_works()
+
+
+def test_after_the_teardown_death():
     _gpu_works()

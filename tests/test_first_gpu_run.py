@@ -519,7 +519,7 @@ def test_context_probe_reports_the_first_line_of_the_error(monkeypatch, pytestco
 
 
 def test_planted_faults_are_collected_only_when_named():
-    """tests/planted_gpu_faults.py (first_gpu_run's check on a GPU, three tests failing by design) is no
+    """tests/planted_gpu_faults.py (first_gpu_run's check on a GPU, six tests failing by design) is no
     part of `pytest tests`, and collects when named."""
     def ids(*args):
         r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *args], cwd=ROOT,
@@ -529,7 +529,9 @@ def test_planted_faults_are_collected_only_when_named():
     assert [n.split("::")[1] for n in ids("tests/planted_gpu_faults.py")] == [
         "test_before_the_faults", "test_planted_illegal_address", "test_after_the_illegal_address",
         "test_planted_mbarrier_hang", "test_after_the_hang", "test_planted_process_death",
-        "test_after_the_death"]
+        "test_after_the_death", "test_planted_illegal_address_after_it_returns",
+        "test_after_the_late_illegal_address", "test_planted_hang_after_it_returns", "test_after_the_late_hang",
+        "test_planted_death_in_teardown", "test_after_the_teardown_death"]
     assert not [n for n in ids("tests") if n.startswith("tests/planted_gpu_faults.py")]
 
 

@@ -105,8 +105,9 @@ def _kernel_class():
     return PlantedBug
 
 
-def run(name: str) -> None:
-    """Compile the control (or planted fault) for this GPU and launch it once on torch tensors."""
+def run(name: str, sync: bool = True) -> None:
+    """Compile the control (or planted fault) for this GPU and launch it once on torch tensors; with
+    `sync` False, return right after the launch (a planted fault that outlives its test)."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import nvfp4gemm  # noqa: F401  (sets CUTE_DSL_ARCH before cutlass on CPU machines)
     import cuda.bindings.driver as cuda
@@ -127,8 +128,9 @@ def run(name: str) -> None:
             stream)
     fn = cute.compile(_kernel_class()(name), *args)
     fn(*args)
-    torch.cuda.synchronize()
-    print(f"sanitize_controls: {name} ran")
+    if sync:
+        torch.cuda.synchronize()
+    print(f"sanitize_controls: {name} {'ran' if sync else 'launched'}")
 
 
 def compile_only(name: str, dump_dir: str, arch: str = "sm_90a") -> str:
