@@ -162,7 +162,8 @@ def fake(tmp_path, monkeypatch):
 
     def fake_step(self, name, cmd, env=None, progress=None):
         steps.append((name, cmd, dict(env or {})))
-        assert callable(progress) and progress() == progress()  # (every step is watched for a stall)
+        # (sanitizer shards are watched by their folder; timing and bench by their own log, the default)
+        assert (progress is not None) == name.startswith("sanitize_")
         if name in run.hang:  # (as Run.step records a step its progress function saw stall)
             return {"rc": -9, "seconds": 0, "hung": "no progress in 300 s"}
         return {"rc": 1 if name in run.fail else 0, "seconds": 0}
@@ -536,9 +537,9 @@ def test_planted_faults_are_collected_only_when_named():
 
 
 def test_a_step_without_progress_is_killed_as_hung(tmp_path, monkeypatch):
-    """Run.step with a progress function: a process whose progress stalls for test_timeout is killed
-    and recorded "hung" (a budget stop would record nothing); one that keeps making progress runs to
-    its end.  Real processes."""
+    """Run.step with a progress function, or by default its log's size: a process whose progress stalls
+    for test_timeout is killed and recorded "hung" (a budget stop would record nothing); one that keeps
+    making progress runs to its end.  Real processes."""
     monkeypatch.setattr(F, "POLL_S", 0.05)
     run = F.Run(str(tmp_path), {}, ["0"], None, 1.0, {})
     r = run.step("stuck", [sys.executable, "-c", "import time; time.sleep(30)"], progress=lambda: 0)
@@ -549,6 +550,12 @@ def test_a_step_without_progress_is_killed_as_hung(tmp_path, monkeypatch):
               f"    open({str(grow / 'f')!r}, 'a').write('x')\n    time.sleep(0.2)\n")
     r = run.step("busy", [sys.executable, "-c", writer], progress=lambda: F.folder_bytes(str(grow)))
     assert r == {"rc": 0, "seconds": r["seconds"]} and F.folder_bytes(str(grow)) == 12
+    # by default a step is watched by its own log: silent, it hangs; printing (unbuffered), it runs on
+    r = run.step("silent", [sys.executable, "-c", "import time; time.sleep(30)"])
+    assert r["hung"] == "no progress in 1 s" and r["seconds"] < 10
+    printer = "import time\nfor i in range(12):\n    print(i)\n    time.sleep(0.2)\n"
+    r = run.step("printing", [sys.executable, "-c", printer])
+    assert r == {"rc": 0, "seconds": r["seconds"]} and r["seconds"] >= 2  # (ran its 2.4 s to the end)
 
 
 def test_the_test_a_hung_sanitizer_run_was_in(tmp_path):

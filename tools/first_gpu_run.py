@@ -227,10 +227,10 @@ class Run:
             self.stopped = True
         return not self.stopped
 
-    def _watch(self, cmd, log_path, env, nodes=None, progress=None):
-        """Run `cmd` (output to log_path) until it ends, the budget ends (-> "budget") or, with
-        `nodes`, no test of them finishes for test_timeout seconds (-> "timeout"); with `progress`
-        (a function whose value changes as the process gets on), that value stays the same as long."""
+    def _watch(self, cmd, log_path, env, progress):
+        """Run `cmd` (output to log_path) until it ends, the budget ends (-> "budget") or
+        `progress()` (a value that changes as the process gets on: tests reported, bytes written)
+        stays the same for test_timeout seconds (-> "timeout")."""
         t0 = time.time()
         with open(log_path, "w") as log:
             log.write(f"$ {' '.join(cmd)}  (env {env})\n")
@@ -242,13 +242,12 @@ class Run:
             while p.poll() is None and not self.interrupted:
                 time.sleep(POLL_S)
                 now = time.time()
-                if nodes is not None or progress is not None:
-                    n = len(results_in_log(open(log_path).read(), nodes)) if nodes is not None else progress()
-                    if n != seen:
-                        seen, last = n, now
+                n = progress()
+                if n != seen:
+                    seen, last = n, now
                 if self.deadline is not None and now >= self.deadline:
                     why = "budget"
-                elif (nodes is not None or progress is not None) and now - last > self.test_timeout:
+                elif now - last > self.test_timeout:
                     why = "timeout"
                 if why:
                     kill_group(p)
@@ -263,13 +262,16 @@ class Run:
         return rc, time.time() - t0, why
 
     def step(self, name: str, cmd: list[str], env: dict | None = None, progress=None) -> dict | None:
-        """A whole step in one process (timing, bench, a sanitizer shard); its log DIR/<name>.log.
-        With `progress` (see _watch) a step that makes none for test_timeout seconds is killed and
-        recorded with "hung" (a budget stop records nothing: a --resume runs the step again)."""
+        """A whole step in one process (timing, bench, a sanitizer shard), run unbuffered; its log
+        DIR/<name>.log.  A step that makes no progress -- `progress()` (see _watch), by default its
+        log's size: timing and bench print as each case and phase ends -- for test_timeout seconds
+        is killed and recorded with "hung", so a --resume does not run it again (a budget stop
+        records nothing: a --resume runs the step again)."""
         if not self.may_start():
             return None
-        rc, secs, why = self._watch(cmd, os.path.join(self.out_dir, f"{name}.log"), dict(env or {}),
-                                    progress=progress)
+        log_path = os.path.join(self.out_dir, f"{name}.log")
+        rc, secs, why = self._watch(cmd, log_path, {**(env or {}), "PYTHONUNBUFFERED": "1"},
+                                    progress or (lambda: os.path.getsize(log_path)))
         print(f"[{name}] rc {rc} in {secs:.0f} s{f' (stopped: {why})' if why else ''}", flush=True)
         if why == "budget":
             return None
@@ -288,7 +290,8 @@ class Run:
         log_path = os.path.join(self.out_dir, f"{name}.log")
         cmd = [*PYTEST, "-v", "-rs", "--durations=10", "-p", "no:cacheprovider", *nodes]
         # (unbuffered: the log shows each test as it starts, which names a hung one)
-        rc, secs, why = self._watch(cmd, log_path, {**self.seed_env, **env, "PYTHONUNBUFFERED": "1"}, nodes)
+        rc, secs, why = self._watch(cmd, log_path, {**self.seed_env, **env, "PYTHONUNBUFFERED": "1"},
+                                    lambda: len(results_in_log(open(log_path).read(), nodes)))
         text = open(log_path).read()
         results = results_in_log(text, nodes)
         rest = [n for n in nodes if n not in results]
@@ -426,10 +429,8 @@ class Run:
                    "--out", shard_dir]
             # A kernel that hangs under the tool would otherwise hold its shard until the budget, and a
             # --resume would run that shard again, forever: a shard whose folder (the tool's logs,
-            # pytest -v's lines) stops growing for --test-timeout is killed and recorded as hung.
-            # (unbuffered: pytest's lines reach the folder as tests end, not in 8 KB blocks)
-            r = self.step(name, cmd, {"CUDA_VISIBLE_DEVICES": gpu, "PYTHONUNBUFFERED": "1"},
-                          progress=lambda: folder_bytes(shard_dir))
+            # pytest -v's lines, unbuffered) stops growing for --test-timeout is killed and recorded as hung.
+            r = self.step(name, cmd, {"CUDA_VISIBLE_DEVICES": gpu}, progress=lambda: folder_bytes(shard_dir))
             if r is not None and "hung" in r:
                 r["hung"] += f"; running: {started_not_finished(shard_dir)}"
             if r is not None:
@@ -587,11 +588,7 @@ def run_all(run: Run, args, draws: list[str], tools: list[str]) -> int:
                                    "--png", os.path.join(out_dir, "bench.png")], {}))
     for name, cmd, env in todo:
         if name not in steps:
-            # (both print as each case and phase ends: a step silent for --test-timeout has hung, and is
-            # recorded so, not run again by every --resume)
-            log = os.path.join(out_dir, f"{name}.log")
-            r = run.step(name, cmd, {**env, "PYTHONUNBUFFERED": "1"},
-                         progress=lambda log=log: os.path.getsize(log) if os.path.exists(log) else 0)
+            r = run.step(name, cmd, env)  # (watched by its log: a silent step is recorded hung)
             if r is not None:
                 steps[name] = r
                 run.save()
