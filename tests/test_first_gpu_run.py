@@ -564,3 +564,16 @@ def test_the_test_a_hung_sanitizer_run_was_in(tmp_path):
     (tmp_path / "memcheck.1.out").write_text(LOG + "PASSED  [100%]\n")
     assert F.started_not_finished(str(tmp_path)) is None
     assert F.folder_bytes(str(tmp_path / "none")) == 0
+
+
+def test_a_test_failing_under_both_draws_is_bisected_into_two_logs(fake):
+    """A test that fails under both draws is bisected under each, on two GPUs at once: each rerun
+    writes and reads its own log (a name cut from the key's end once gave both the same log)."""
+    long_id = "tests/test_gpu_kernels.py::test_grouped[" + "x" * 90 + "-7]"
+    rc, summary, calls = fake({"nodes": [long_id], "plan": {long_id: "FAILED"}}, "--no-timing", gpus=2)
+    assert rc == 1 and set(summary["bisect"]) == {f"leaderboard: {long_id}", f"wide: {long_id}"}
+    logs = sorted(p.name for p in fake.out.glob("bisect_*.log"))
+    assert len(logs) == 4  # two layers off, under each of two draws
+    for name in logs:
+        draw = "wide" if "_wide_" in name else "leaderboard"
+        assert f"'NVFP4_TEST_DRAW': '{draw}'" in (fake.out / name).read_text().splitlines()[0]

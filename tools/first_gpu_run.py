@@ -66,6 +66,7 @@ GPU (nothing run), 3 when --budget ran out first (rerun with --resume).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -397,7 +398,10 @@ class Run:
             draw, node = item
             key = f"{draw}: {node}"
             res = {}
-            safe = "".join(ch if ch.isalnum() else "_" for ch in key)[-80:]
+            # (the draw kept whole and a hash of the key: a cut key left the same test's bisections
+            # under both draws one log name, which two GPUs wrote and read at once)
+            tail = "".join(ch if ch.isalnum() else "_" for ch in node)[-64:]
+            safe = f"{draw}_{tail}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
             for step, env in BISECT_STEPS:
                 r = self.pytest(f"bisect_{step}_{safe}", [node],
                                 {"NVFP4_TEST_DRAW": draw, "CUDA_VISIBLE_DEVICES": gpu, **env})

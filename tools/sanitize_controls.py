@@ -105,6 +105,12 @@ def _kernel_class():
     return PlantedBug
 
 
+# Compiled faults launched with sync=False, held until the process ends.  Dropping one unloads its CUDA
+# module, and the unload waits for the module's running kernel: the planted hang then hung inside its
+# own test, before pytest reported it, instead of in the guard's synchronize after (exp. 190, H200).
+_OUTLIVING: list = []
+
+
 def run(name: str, sync: bool = True) -> None:
     """Compile the control (or planted fault) for this GPU and launch it once on torch tensors; with
     `sync` False, return right after the launch (a planted fault that outlives its test)."""
@@ -130,6 +136,8 @@ def run(name: str, sync: bool = True) -> None:
     fn(*args)
     if sync:
         torch.cuda.synchronize()
+    else:
+        _OUTLIVING.append(fn)
     print(f"sanitize_controls: {name} {'ran' if sync else 'launched'}")
 
 
