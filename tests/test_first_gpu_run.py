@@ -577,3 +577,10 @@ def test_a_test_failing_under_both_draws_is_bisected_into_two_logs(fake):
     for name in logs:
         draw = "wide" if "_wide_" in name else "leaderboard"
         assert f"'NVFP4_TEST_DRAW': '{draw}'" in (fake.out / name).read_text().splitlines()[0]
+
+
+def test_tests_option_keeps_commas_inside_a_node_ids_brackets():
+    dual = "tests/test_gpu_kernels.py::test_dual[(256, 4096, 7168, 1)-1111]"
+    grouped = "tests/test_gpu_kernels.py::test_grouped[96x128x256-128x256x512-1111]"
+    assert F.split_tests(f"{dual},{grouped}") == [dual, grouped]
+    assert F.split_tests(f"tests/planted_gpu_faults.py,{dual},") == ["tests/planted_gpu_faults.py", dual]

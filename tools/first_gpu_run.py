@@ -550,10 +550,16 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
+def split_tests(text: str) -> list[str]:
+    """--tests' comma-separated files and node ids; a comma inside a node id's [...] (the dual tests'
+    shape tuples) is part of the id."""
+    return [t.strip() for t in re.split(r",(?![^\[]*\])", text) if t.strip()]
+
+
 def run_all(run: Run, args, draws: list[str], tools: list[str]) -> int:
     """Steps 2-6 (the module's text) on `run`; the exit code."""
     summary, gpus, out_dir, seed_env = run.summary, run.gpus, run.out_dir, run.seed_env
-    paths = [t for t in args.tests.split(",") if t] if args.tests else QUICK_TESTS if args.quick else GPU_TESTS
+    paths = split_tests(args.tests) if args.tests else QUICK_TESTS if args.quick else GPU_TESTS
     failures = []  # (draw, node id)
     ran = set()  # every node id of every draw
     all_ran = True
