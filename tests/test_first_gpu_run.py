@@ -94,14 +94,17 @@ def test_gpu_tools_without_gpu_run_nothing(tmp_path, tool, says):
 # prints each given node id as pytest -v does, then acts as the plan says for the draw and the layers
 # switched off ("PASSED", "FAILED", "SLOW" (passes after 0.4 s), "HANG", "DIE" (SIGSEGV), "LOSE" (fails,
 # then ends as tools/cuda_context_guard.py ends a session whose CUDA context is lost), "HANG_AFTER" /
-# "DIE_AFTER" (reports PASSED, then hangs / dies before the next test starts)), and exits 1
+# "DIE_AFTER" (reports PASSED, then hangs / dies before the next test starts), "EXIT1" (the process
+# exits 1 inside the test, printing nothing), "LOSE_LATE" (reports PASSED, then the guard's line, then
+# hangs)), and exits 1
 # if a test failed (or, with "exit_at_start", exits so before any test).  Every run appends its nodes and environment to the calls file.
 FAKE_PYTEST = textwrap.dedent('''
     import faulthandler, json, os, signal, sys, time
     plan = json.load(open(os.environ["FAKE_PLAN"]))
     args = sys.argv[1:]
     if "--collect-only" in args:
-        print("\\n".join(plan["two"] if "-m" in args else plan["nodes"]))
+        marks = {"two_gpus": "two", "graphs": "graphs"}
+        print("\\n".join(plan.get(marks[args[args.index("-m") + 1]], []) if "-m" in args else plan["nodes"]))
         sys.exit(0)
     nodes = [a for a in args if "::" in a]
     keys = ("CUDA_VISIBLE_DEVICES", "NVFP4_TEST_DRAW", "NVFP4_TEST_SEED", "NVFP4_GRAPHS", "NVFP4_TABLE_WRITER")
@@ -128,6 +131,12 @@ FAKE_PYTEST = textwrap.dedent('''
         if act == "DIE":  # (as under real pytest, whose faulthandler writes after the node id: exp. 189)
             faulthandler.enable()
             os.kill(os.getpid(), signal.SIGSEGV)
+        if act == "EXIT1":  # (the process ends inside the test with rc 1 and no word: os._exit)
+            os._exit(1)
+        if act == "LOSE_LATE":  # (reports PASSED, the guard writes its line, then the process is slow to end)
+            print("PASSED   [ 50%]")
+            print("\\n" + os.environ["FAKE_MARK"] + node + " | CUDA error: unspecified launch failure", flush=True)
+            time.sleep(600)
         if act == "SLOW":
             time.sleep(0.4)
             act = "PASSED"
@@ -584,3 +593,53 @@ def test_tests_option_keeps_commas_inside_a_node_ids_brackets():
     grouped = "tests/test_gpu_kernels.py::test_grouped[96x128x256-128x256x512-1111]"
     assert F.split_tests(f"{dual},{grouped}") == [dual, grouped]
     assert F.split_tests(f"tests/planted_gpu_faults.py,{dual},") == ["tests/planted_gpu_faults.py", dual]
+
+
+def test_a_budget_stop_after_a_report_leaves_that_test_for_the_resume(fake, monkeypatch):
+    """A budget stop between a test's PASSED and the next test's start (its teardown, the context
+    check: where the late planted hang of exp. 190 waits) keeps no result for it, so a --resume
+    runs it again and finds the hang; a context-lost line written before the stop still counts."""
+    monkeypatch.setattr(F, "LAST_START_S", 0.3)
+    late_hang, late_lose, other = _nodes(3)
+    plan = {"nodes": [late_hang, late_lose, other], "plan": {late_hang: "HANG_AFTER", late_lose: "LOSE_LATE"}}
+    rc, summary, _calls = fake(plan, "--draws", "leaderboard", "--no-timing", "--chunk", "1", "--budget", "1.5",
+                               "--test-timeout", "100", gpus=3)
+    rec = summary["gpu_tests"]
+    assert rc == 3 and not summary["complete"]
+    assert late_hang not in rec["results"] and late_hang not in rec["lost"]  # (was: PASSED, for good)
+    assert rec["lost"][late_lose] == "CUDA context lost after it: CUDA error: unspecified launch failure"
+    assert rec["results"][other] == "PASSED"
+    rc, summary, calls = fake(plan, "--draws", "leaderboard", "--no-timing", "--resume", "--test-timeout", "1",
+                              "--max-bisect", "0", gpus=3)
+    rec = summary["gpu_tests"]
+    assert rc == 1 and summary["complete"] and [c["nodes"] for c in calls] == [[late_hang]]
+    assert rec["lost"][late_hang] == "hung after it was reported: nothing finished in 1 s"
+
+
+def test_a_process_that_exits_1_inside_a_test_does_not_loop(fake):
+    """rc 1 with a test started and never reported (os._exit inside it) is that test's death; its
+    chunk goes on after it, once (it once started the same chunk again without end)."""
+    nodes = _nodes(3)
+    rc, summary, calls = fake({"nodes": nodes, "plan": {nodes[1]: "EXIT1"}}, "--draws", "leaderboard",
+                              "--no-timing", "--max-bisect", "0", gpus=1)
+    rec = summary["gpu_tests"]
+    assert rc == 1 and summary["complete"] and rec["lost"] == {nodes[1]: "process died, rc 1"}
+    assert [c["nodes"] for c in calls] == [nodes, nodes[2:]]
+
+
+def test_bisection_of_two_gpu_skipped_and_graph_capturing_tests(fake):
+    """A failing two-GPU test is rerun with every GPU visible (alone it would skip); a rerun that
+    skips gets no verdict; a test marked `graphs` (it captures graphs or forces a layer itself) that
+    fails with both switches off is not simply blamed on the kernel."""
+    two, skips, captures = _nodes(3)
+    plan = {"nodes": [two, skips, captures], "two": [two], "graphs": [captures],
+            "plan": {two: "FAILED", captures: "FAILED", skips: {"leaderboard": "FAILED", "graphs_off": "SKIPPED"}}}
+    rc, summary, calls = fake(plan, "--draws", "leaderboard", "--no-timing", gpus=2)
+    b = summary["bisect"]
+    assert rc == 1 and summary["complete"]
+    reruns = [c for c in calls if c["env"]["NVFP4_GRAPHS"] == "0"]
+    assert {c["env"]["CUDA_VISIBLE_DEVICES"] for c in reruns if c["nodes"] == [two]} == {"0,1"}
+    assert b[f"leaderboard: {two}"]["verdict"] == "the kernel (fails with both layers off)"
+    assert b[f"leaderboard: {skips}"]["verdict"].startswith("no verdict: it skipped")
+    assert len([c for c in reruns if c["nodes"] == [skips]]) == 1
+    assert "a layer the test sets itself" in b[f"leaderboard: {captures}"]["verdict"]

@@ -28,7 +28,9 @@ pytest process and every step, so a run cut short keeps what it had found):
                 (no CUDA-graph replay), then also NVFP4_TABLE_WRITER=0 (grouped: no
                 table-writer kernel; each address set's workspace uploaded once): which layer a
                 failure lives in -- it passes once the layer is off -- or the kernel itself (it
-                fails with both off); one failure per GPU at a time
+                fails with both off); one failure per GPU at a time (a two-GPU test with every GPU
+                visible).  A test marked `graphs` captures graphs or sets a layer's switch itself, so
+                its "the kernel" says it may be that layer; a rerun that skips gets no verdict
   4. timing     benchmarks/leaderboard_timing.py, by default and with NVFP4_GRAPHS=0
   5. bench      benchmarks/bench.py --json --png (the main job)
                 (a timing or bench step whose log stops growing for --test-timeout is killed and
@@ -98,6 +100,7 @@ BISECT_STEPS = (("graphs_off", {"NVFP4_GRAPHS": "0"}),
                 ("graphs_and_writer_off", {"NVFP4_GRAPHS": "0", "NVFP4_TABLE_WRITER": "0"}))
 PYTEST = [sys.executable, "-m", "pytest"]  # (CPU tests put a stand-in here)
 TWO_GPU_MARK = "two_gpus"
+GRAPHS_MARK = "graphs"  # (captures CUDA graphs itself or forces a layer's switch: bisection cannot remove it)
 LAST_START_S = 30.0  # no process starts this close to --budget's end
 POLL_S = 1.0
 # pytest -v's line for a finished test: "<node id> PASSED   [ 12%]" (node ids may hold spaces)
@@ -114,10 +117,12 @@ def problem_of(node_id: str) -> str:
 
 
 def verdict(results: dict) -> str:
-    """Where a failure lives, from its bisect results {step: passed}."""
-    if results.get("graphs_off"):
+    """Where a failure lives, from its bisect results {step: passed, or "skipped"}."""
+    if "skipped" in results.values():
+        return "no verdict: it skipped when rerun alone (see its bisect log)"
+    if results.get("graphs_off") is True:
         return "CUDA-graph replay (passes with NVFP4_GRAPHS=0)"
-    if results.get("graphs_and_writer_off"):
+    if results.get("graphs_and_writer_off") is True:
         return "table writer / descriptor setup (passes with NVFP4_TABLE_WRITER=0 as well)"
     return "the kernel (fails with both layers off)"
 
@@ -285,7 +290,8 @@ class Run:
         died -- the last one reported, if none had started after it -- or after which the CUDA context
         was found lost (cuda_context_guard), or None; "why": how;
         "rest": nodes not run, "rc", "seconds", "stopped"}.
-        A budget stop also returns what finished before it (nothing lost)."""
+        A budget stop also returns what finished before it (nothing lost, unless the guard's line
+        says so), less a last test stopped in its teardown or context check."""
         if not self.may_start():
             return None
         log_path = os.path.join(self.out_dir, f"{name}.log")
@@ -297,14 +303,24 @@ class Run:
         results = results_in_log(text, nodes)
         rest = [n for n in nodes if n not in results]
         lost, lost_why = None, None
-        context = lost_in_log(text) if why != "budget" else None
+        context = lost_in_log(text)  # (also after a budget stop: the guard's line was written before it)
+        running = running_in_log(text, rest)
         if context and context[0] in nodes:
             # (the test was reported, passed or failed; what it left behind fails it)
             lost, lost_why = context[0], f"CUDA context lost after it: {context[1]}"
             rest = [n for n in rest if n != lost]
-        elif why != "budget" and (why == "timeout" or rc not in (0, 1)):
+        elif why == "budget":
+            if running is None and results:
+                # stopped after a test reported and before the next began: in its teardown or the
+                # context check, which could still have hung or found the context lost -- not final,
+                # so a --resume runs it again (kept, a late hang or fault there passed for good)
+                del results[list(results)[-1]]
+                rest = [n for n in nodes if n not in results]
+        elif why == "timeout" or rc not in (0, 1) or running:
+            # (rc 0 or 1 with a test started and never reported: the process ended inside it, e.g.
+            # os._exit; counted here, or its chunk would start again at the same test forever)
             hung = why == "timeout"
-            lost = running_in_log(text, rest)
+            lost = running
             if lost is None and results:
                 # every test it started reported: the hang or death came after the last one, in its
                 # teardown, the context check's synchronize (work it left running) or the process's
@@ -372,8 +388,10 @@ class Run:
                     rec["chunks"].append({"log": f"{name}.log", "gpus": gpu, "tests": len(chunk), "rc": r["rc"],
                                           "seconds": r["seconds"], "stopped": r["stopped"]})
                 self.save()
-                if r["stopped"] == "budget" or (not r["lost"] and r["rc"] not in (0, 1)):
-                    return  # (pytest itself failed: its tests stay unreported, the step incomplete)
+                if r["stopped"] == "budget" or (not r["lost"] and r["rc"] not in (0, 1)) or r["rest"] == chunk:
+                    # (pytest itself failed, or ended reporting none of them: its tests stay unreported,
+                    # the step incomplete -- never the same chunk again in this call)
+                    return
                 chunk = r["rest"]
 
         self.on_gpus([alone[i:i + size] for i in range(0, len(alone), size)], run_chunk)
@@ -390,8 +408,12 @@ class Run:
         self.save()
         return rec
 
-    def bisect(self, failures: list[tuple[str, str]]) -> None:
-        """Each (draw, node) again with one layer off after another, until it passes."""
+    def bisect(self, failures: list[tuple[str, str]], two_gpu: set[str] = frozenset(),
+               sets_layers: set[str] = frozenset()) -> None:
+        """Each (draw, node) again with one layer off after another, until it passes; a two-GPU test
+        with every GPU visible (on one it skips), after the others.  A test in `sets_layers` (marked
+        `graphs`: it captures CUDA graphs itself, or forces the graph or table-writer switch) keeps
+        that layer whatever the bisection's environment says, so its verdict says so."""
         done = self.summary.setdefault("bisect", {})
 
         def one(item, gpu):
@@ -407,15 +429,27 @@ class Run:
                                 {"NVFP4_TEST_DRAW": draw, "CUDA_VISIBLE_DEVICES": gpu, **env})
                 if r is None or r["stopped"] == "budget":
                     return
+                if r["results"].get(node) == "SKIPPED" and r["lost"] != node:
+                    res[step] = "skipped"
+                    break
                 # (a test that reported PASSED and then lost the context, hung or died still failed)
                 res[step] = r["results"].get(node) == "PASSED" and r["lost"] != node
                 if res[step]:
                     break
+            why = verdict(res)
+            if why.startswith("the kernel") and node in sets_layers:
+                why += (", or a layer the test sets itself (marked `graphs`: NVFP4_GRAPHS=0 and "
+                        "NVFP4_TABLE_WRITER=0 do not reach it); compare a test of the same kernel without it")
             with self.lock:
-                done[key] = {**res, "verdict": verdict(res)}
+                done[key] = {**res, "verdict": why}
             self.save()
 
-        self.on_gpus([f for f in failures if f"{f[0]}: {f[1]}" not in done], one)
+        todo = [f for f in failures if f"{f[0]}: {f[1]}" not in done]
+        together = [f for f in todo if f[1] in two_gpu] if len(self.gpus) > 1 else []
+        self.on_gpus([f for f in todo if f not in together], one)
+        for f in together:
+            if not self.stopped:
+                one(f, ",".join(self.gpus))
 
     def sanitize(self, tools: list[str]) -> None:
         """Each tool's slice (tools/sanitize_sweep.py) in `sanitize_shards` interleaved shards, one process
@@ -562,6 +596,7 @@ def run_all(run: Run, args, draws: list[str], tools: list[str]) -> int:
     paths = split_tests(args.tests) if args.tests else QUICK_TESTS if args.quick else GPU_TESTS
     failures = []  # (draw, node id)
     ran = set()  # every node id of every draw
+    two_gpu, sets_layers = set(), set()  # (by pytest mark, over every draw)
     all_ran = True
     for draw in draws:
         if run.stopped:
@@ -571,13 +606,15 @@ def run_all(run: Run, args, draws: list[str], tools: list[str]) -> int:
         env = {**seed_env, "NVFP4_TEST_DRAW": draw}
         nodes = collect(paths, env)
         ran.update(nodes)
-        rec = run.tests(step, draw, nodes, set(collect(paths, env, TWO_GPU_MARK)),
-                        chunk_size(len(nodes), len(gpus), args.chunk))
+        two_gpu.update(collect(paths, env, TWO_GPU_MARK))
+        rec = run.tests(step, draw, nodes, two_gpu, chunk_size(len(nodes), len(gpus), args.chunk))
         all_ran &= rec["complete"]
         failures += [(draw, node) for node in rec["failed"]]
 
     summary["not_bisected"] = [f"{draw}: {node}" for draw, node in failures[args.max_bisect:]]
-    run.bisect(failures[:args.max_bisect])
+    for draw in sorted({d for d, _n in failures[:args.max_bisect]}):
+        sets_layers.update(collect(paths, {**seed_env, "NVFP4_TEST_DRAW": draw}, GRAPHS_MARK))
+    run.bisect(failures[:args.max_bisect], two_gpu, sets_layers)
 
     # a problem is timed only where some of its tests ran and none of them (or of neither problem's) failed:
     # with --tests a problem may have no test at all
