@@ -18,6 +18,14 @@ it was reported"), and a fixture whose teardown kills the process ("process died
 reported").  The seven other tests must pass, and the bisection must call all six "the kernel" (each
 fails the same way again with graphs and the table writer off, though pytest reports the last three
 PASSED).
+
+Three more (exp. 191) reach the tool's paths that had run only against its CPU stand-in: a process
+that ends with rc 1 inside a test (`os._exit(1)`: "process died, rc 1"), an illegal address in a test
+marked `graphs` (its "the kernel" verdict must add that it may be a layer the test sets itself), and
+an illegal address on the second GPU in a test marked `two_gpus` (run, and bisected, with every GPU
+visible; it skips with one).  Each has a test after it that must pass.  With --sanitize the sweep
+takes these files too (--tests), so a shard holding a planted hang stalls under its tool: the tool
+must kill that shard and name the test it was in.
 """
 
 import os
@@ -101,3 +109,53 @@ def test_planted_death_in_teardown(dies_in_teardown):
 
 def test_after_the_teardown_death():
     _gpu_works()
+
+
+def test_planted_exit_1():
+    """Fails by design: its process ends with status 1 inside the test (no signal, no report)."""
+    _gpu_works()
+    os._exit(1)
+
+
+def test_after_the_exit_1():
+    _gpu_works()
+
+
+@pytest.mark.graphs
+def test_planted_illegal_address_in_a_graphs_test():
+    """Fails by design: after replaying a captured CUDA graph, its kernel stores to an unmapped
+    address."""
+    x = torch.zeros(1000, device="cuda", dtype=torch.int64)
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        x.add_(1)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert int(x.sum()) == 1000
+    sanitize_controls.run("illegal_address")
+
+
+def test_after_the_graphs_fault():
+    _gpu_works()
+
+
+def _second_gpu() -> int:
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA GPUs")
+    return 1
+
+
+@pytest.mark.two_gpus
+def test_planted_illegal_address_on_the_second_gpu():
+    """Fails by design, on two GPUs: its kernel on the second one stores to an unmapped address."""
+    with torch.cuda.device(_second_gpu()):
+        sanitize_controls.run("illegal_address")
+
+
+@pytest.mark.two_gpus
+def test_two_gpus_after_the_fault():
+    second = _second_gpu()
+    _gpu_works()
+    with torch.cuda.device(second):
+        _gpu_works()

@@ -344,6 +344,7 @@ def test_sanitize_runs_each_tool_in_shards_over_the_gpus_last(fake):
         assert cmd[1] == "tools/sanitize_sweep.py" and cmd[cmd.index("--tools") + 1] == tool
         assert cmd[cmd.index("--shard") + 1] == shard and cmd[cmd.index("--seed") + 1] == str(summary["test_seed"])
         assert env["CUDA_VISIBLE_DEVICES"] in ("0", "1", "2")
+        assert "--files" not in cmd  # (the sweep's own slice, of every GPU test file)
     san = summary["sanitize"]
     assert not san["clean"] and san["shards"] == 6 and not san["tools"]["racecheck"]["clean"]
     assert all(san["tools"][t]["clean"] for t in F.SANITIZER_TOOLS if t != "racecheck")
@@ -373,6 +374,15 @@ def test_sanitize_runs_each_tool_in_shards_over_the_gpus_last(fake):
     rc, summary, _calls = fake({"nodes": nodes}, "--draws", "leaderboard", "--sanitize", "--sanitize-tools",
                                "memcheck,synccheck", "--resume", gpus=1)
     assert fake.steps == [] and summary["complete"]
+    # --tests: the sweep's slice is of those files and node ids too (the planted faults' stalled shard)
+    dual = "tests/test_gpu_kernels.py::test_dual[(256, 4096, 7168, 1)-0]"
+    fake.hang = set()
+    rc, summary, _calls = fake({"nodes": nodes}, "--draws", "leaderboard", "--sanitize", "--sanitize-tools", "memcheck",
+                               "--tests", f"tests/planted_gpu_faults.py,{dual}", gpus=1)
+    assert [s for s, _c, _e in fake.steps][-4:] == [f"sanitize_memcheck_{i}of4" for i in range(4)]
+    for _s, cmd, _e in fake.steps[-4:]:
+        assert cmd[cmd.index("--files") + 1] == f"tests/planted_gpu_faults.py,{dual}"
+        assert F.split_tests(cmd[cmd.index("--files") + 1]) == ["tests/planted_gpu_faults.py", dual]
     with pytest.raises(SystemExit):
         F.main(["--sanitize-tools", "memcheck,valgrind"])
     with pytest.raises(SystemExit):
@@ -529,7 +539,7 @@ def test_context_probe_reports_the_first_line_of_the_error(monkeypatch, pytestco
 
 
 def test_planted_faults_are_collected_only_when_named():
-    """tests/planted_gpu_faults.py (first_gpu_run's check on a GPU, six tests failing by design) is no
+    """tests/planted_gpu_faults.py (first_gpu_run's check on a GPU, nine tests failing by design) is no
     part of `pytest tests`, and collects when named."""
     def ids(*args):
         r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *args], cwd=ROOT,
@@ -541,7 +551,14 @@ def test_planted_faults_are_collected_only_when_named():
         "test_planted_mbarrier_hang", "test_after_the_hang", "test_planted_process_death",
         "test_after_the_death", "test_planted_illegal_address_after_it_returns",
         "test_after_the_late_illegal_address", "test_planted_hang_after_it_returns", "test_after_the_late_hang",
-        "test_planted_death_in_teardown", "test_after_the_teardown_death"]
+        "test_planted_death_in_teardown", "test_after_the_teardown_death", "test_planted_exit_1",
+        "test_after_the_exit_1", "test_planted_illegal_address_in_a_graphs_test", "test_after_the_graphs_fault",
+        "test_planted_illegal_address_on_the_second_gpu", "test_two_gpus_after_the_fault"]
+    # (exp. 191: the marks that route first_gpu_run's two-GPU run and graphs verdict)
+    assert [n.split("::")[1] for n in ids("-m", "two_gpus", "tests/planted_gpu_faults.py")] == [
+        "test_planted_illegal_address_on_the_second_gpu", "test_two_gpus_after_the_fault"]
+    assert [n.split("::")[1] for n in ids("-m", "graphs", "tests/planted_gpu_faults.py")] == [
+        "test_planted_illegal_address_in_a_graphs_test"]
     assert not [n for n in ids("tests") if n.startswith("tests/planted_gpu_faults.py")]
 
 

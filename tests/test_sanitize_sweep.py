@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
@@ -136,6 +138,30 @@ def test_gpus_spread_the_slice_one_shard_per_gpu(tmp_path, monkeypatch):
         r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "sanitize_sweep.py"), *bad],
                            capture_output=True, text=True)
         assert r.returncode == 1 and "--gpus wants" in r.stderr
+
+
+def test_files_make_the_slice(tmp_path, monkeypatch):
+    """--files: the slice (and its graph-marked part) is collected from those files and node ids, a
+    comma inside a node id's [...] kept; by default from TEST_FILES."""
+    import torch
+
+    seen = []
+
+    def fake_collect(env, marker=None, paths=S.TEST_FILES, pytest=None, cwd=ROOT):
+        seen.append((marker, list(paths)))
+        return []
+
+    monkeypatch.setattr(S, "sanitizer_binary", lambda: "/cs")
+    monkeypatch.setattr(S, "collect", fake_collect)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    dual = "tests/test_gpu_kernels.py::test_dual[(256, 4096, 7168, 1)-0]"
+    for argv, paths in ((["--files", f"tests/planted_gpu_faults.py,{dual}"], ["tests/planted_gpu_faults.py", dual]),
+                        ([], list(S.TEST_FILES))):
+        seen.clear()
+        with pytest.raises(SystemExit, match="no test left to run"):  # (the stand-in collects nothing)
+            S.main(["--out", str(tmp_path), "--seed", "1", "--tools", "memcheck", *argv])
+        assert seen == [("graphs", paths), (None, paths)]
 
 
 def test_sanitizer_command():

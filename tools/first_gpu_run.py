@@ -22,7 +22,7 @@ pytest process and every step, so a run cut short keeps what it had found):
                 kernel fault: tools/cuda_context_guard.py ends the pytest session there, naming it),
                 and its chunk goes on after it in a new process.  A hang or death after a test reported
                 and before the next one started (its teardown, the guard's synchronize) is that
-                test's.  --tests runs other files instead
+                test's.  --tests runs other files instead, in this step and in step 6
                 (tests/planted_gpu_faults.py: this tool's own check on a GPU).
   3. bisect     each failed test (the first --max-bisect, 12) again, alone, with NVFP4_GRAPHS=0
                 (no CUDA-graph replay), then also NVFP4_TABLE_WRITER=0 (grouped: no
@@ -84,7 +84,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cuda_context_guard import lost_in_log  # noqa: E402
-from sanitize_sweep import TOOLS as SANITIZER_TOOLS, collect as sweep_collect, visible_gpus  # noqa: E402
+from sanitize_sweep import TOOLS as SANITIZER_TOOLS, collect as sweep_collect, split_tests, visible_gpus  # noqa: E402
 
 # every GPU test file (on sm_100 test_gpu_masked.py checks MaskedGroupedGemm's refusal of the GPU)
 GPU_TESTS = ["tests/test_gpu_kernels.py", "tests/test_gpu_bundle.py", "tests/test_gpu_masked.py"]
@@ -451,10 +451,10 @@ class Run:
             if not self.stopped:
                 one(f, ",".join(self.gpus))
 
-    def sanitize(self, tools: list[str]) -> None:
-        """Each tool's slice (tools/sanitize_sweep.py) in `sanitize_shards` interleaved shards, one process
-        per GPU at a time, each shard a unit a resumed call need not redo (racecheck's whole slice took
-        15-22 minutes of one GPU: more than a 10-minute call)."""
+    def sanitize(self, tools: list[str], files: list[str] | None = None) -> None:
+        """Each tool's slice (tools/sanitize_sweep.py; of `files` if given: --tests) in `sanitize_shards`
+        interleaved shards, one process per GPU at a time, each shard a unit a resumed call need not
+        redo (racecheck's whole slice took 15-22 minutes of one GPU: more than a 10-minute call)."""
         steps = self.summary.setdefault("steps", {})
         n = self.summary.setdefault("sanitize_shards", sanitize_shards(len(self.gpus)))
         seed = self.seed_env["NVFP4_TEST_SEED"]
@@ -464,7 +464,7 @@ class Run:
             tool, i = units[name]
             shard_dir = os.path.join(self.out_dir, "sanitize", tool, f"shard{i}")
             cmd = [sys.executable, "tools/sanitize_sweep.py", "--tools", tool, "--shard", f"{i}/{n}", "--seed", seed,
-                   "--out", shard_dir]
+                   "--out", shard_dir, *(["--files", ",".join(files)] if files else [])]
             # A kernel that hangs under the tool would otherwise hold its shard until the budget, and a
             # --resume would run that shard again, forever: a shard whose folder (the tool's logs,
             # pytest -v's lines, unbuffered) stops growing for --test-timeout is killed and recorded as hung.
@@ -584,12 +584,6 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
-def split_tests(text: str) -> list[str]:
-    """--tests' comma-separated files and node ids; a comma inside a node id's [...] (the dual tests'
-    shape tuples) is part of the id."""
-    return [t.strip() for t in re.split(r",(?![^\[]*\])", text) if t.strip()]
-
-
 def run_all(run: Run, args, draws: list[str], tools: list[str]) -> int:
     """Steps 2-6 (the module's text) on `run`; the exit code."""
     summary, gpus, out_dir, seed_env = run.summary, run.gpus, run.out_dir, run.seed_env
@@ -641,7 +635,7 @@ def run_all(run: Run, args, draws: list[str], tools: list[str]) -> int:
                 run.save()
     needed = [name for name, _c, _e in todo]
     if args.sanitize:
-        run.sanitize(tools)
+        run.sanitize(tools, split_tests(args.tests) if args.tests else None)
         needed += summary["sanitize"]["units"]
     summary["complete"] = all_ran and not run.stopped and all(name in steps for name in needed)
     run.save()

@@ -3,12 +3,13 @@ initcheck, one process per tool (side by side by default), every log kept.
 
     python3 tools/sanitize_sweep.py --out sanitize [--tools memcheck,racecheck] [--per-test 1] [--serial]
                                     [--start N] [--count N] [--shard I/N] [--marker M]
-                                    [--gpus N] [--all-kernels]
+                                    [--gpus N] [--all-kernels] [--files FILE_OR_ID,..]
 
 The slice: the first --per-test parametrizations of every test function in tests/test_gpu_kernels.py
 and tests/test_gpu_masked.py (one per function by default: every kernel family, form and schedule
 the suite names), less the few tests about host-side behaviour that call many inputs
-(`HOST_SIDE_TESTS`).  NVFP4_TEST_SEED is drawn once and set for the collection and every run, so the
+(`HOST_SIDE_TESTS`); --files takes other files or node ids instead (first_gpu_run's --tests: e.g.
+tests/planted_gpu_faults.py, that tool's own check of a sanitizer run that hangs).  NVFP4_TEST_SEED is drawn once and set for the collection and every run, so the
 node ids of the fresh-seed tests are the same in each process.
 
 What each tool can see (compute-sanitizer 2025.x; flash-attention's AI/RACECHECK_TMA_HAZARD.md
@@ -137,6 +138,12 @@ def merge_shards(out_dir: str, rcs: list[int]) -> dict:
         shards.append({"rc": rc, "summary": json.load(open(path)) if os.path.exists(path) else None})
     return {"gpus": len(rcs), "shards": shards,
             "clean": all(sh["rc"] == 0 and sh["summary"] is not None for sh in shards)}
+
+
+def split_tests(text: str) -> list[str]:
+    """Comma-separated files and node ids; a comma inside a node id's [...] (the dual tests' shape
+    tuples) is part of the id.  (first_gpu_run's --tests too.)"""
+    return [t.strip() for t in re.split(r",(?![^\[]*\])", text) if t.strip()]
 
 
 def collect(env: dict, marker: str | None = None, paths=TEST_FILES, pytest=None, cwd: str = ROOT) -> list[str]:
@@ -314,6 +321,8 @@ def main(argv=None) -> int:
                          "exp. 185 ran it on two H200s in one 10-minute call)")
     ap.add_argument("--all-kernels", action="store_true",
                     help="check torch's kernels too (default: ours only; initcheck always checks all)")
+    ap.add_argument("--files", default=",".join(TEST_FILES),
+                    help="comma-separated test files or node ids whose tests make the slice (default: %(default)s)")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = ap.parse_args(argv)
     if args.shard:
@@ -346,16 +355,20 @@ def main(argv=None) -> int:
         print(f"sanitize_sweep: {len(gpus)} shards, exit statuses {[sh['rc'] for sh in merged['shards']]}", flush=True)
         return 0 if merged["clean"] else 1
     env = {**os.environ, "NVFP4_TEST_SEED": str(seed)}
-    graph_nodes = set(collect(env, "graphs"))
-    only = None if not args.marker else graph_nodes if args.marker == "graphs" else set(collect(env, args.marker))
-    nodes = pick_nodes(select_nodes(collect(env), args.per_test), args.start, args.count, args.shard, only)
+    paths = split_tests(args.files)
+    if not paths:
+        raise SystemExit("sanitize_sweep: --files names no test file")
+    graph_nodes = set(collect(env, "graphs", paths))
+    only = None if not args.marker else graph_nodes if args.marker == "graphs" else set(collect(env, args.marker, paths))
+    nodes = pick_nodes(select_nodes(collect(env, None, paths), args.per_test), args.start, args.count, args.shard, only)
     if not nodes:  # pytest given no node ids would run every test under tests/
         raise SystemExit(f"sanitize_sweep: no test left to run after --start {args.start} --count {args.count} "
                          f"--shard {args.shard} --marker {args.marker}")
     version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
     summary = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                "device": torch.cuda.get_device_name(0), "sanitizer": version[-1] if version else binary,
-               "seed": seed, "start": args.start, "shard": args.shard, "marker": args.marker, "nodes": nodes, "tools": {}}
+               "seed": seed, "files": paths, "start": args.start, "shard": args.shard, "marker": args.marker,
+               "nodes": nodes, "tools": {}}
     print(f"sanitize_sweep: {len(nodes)} tests x {tools}, NVFP4_TEST_SEED={seed}", flush=True)
 
     def sanitize(tool, cmd, log, out, extra_env) -> dict:
