@@ -267,18 +267,24 @@ def test_a_hang_or_death_after_a_test_reported_is_that_tests(fake):
         assert summary["bisect"][f"leaderboard: {n}"]["verdict"].startswith("the kernel")
 
 
-def test_budget_stops_and_resume_goes_on(fake, monkeypatch):
+def test_budget_stops_and_resume_goes_on(fake, monkeypatch, capsys):
     """With --budget the run ends on time (exit 3, "complete": false), keeping every finished test;
-    --resume keeps the seed and those results, runs only the rest, then the timing steps."""
+    --resume keeps the seed and those results, runs only the rest, then the timing steps.  Each call
+    says whether it resumed, and a --resume that found no summary says so (exp. 191)."""
     monkeypatch.setattr(F, "LAST_START_S", 0.3)
     nodes = _nodes(9) + _nodes(3, "tests/test_gpu_kernels.py::test_grouped[g{}-7]")  # (both problems: both timed)
     plan = {"nodes": nodes, "plan": {n: "SLOW" for n in nodes}}
-    rc, summary, calls = fake(plan, "--draws", "leaderboard", "--chunk", "3", "--budget", "1.5", gpus=2)
+    capsys.readouterr()
+    rc, summary, calls = fake(plan, "--draws", "leaderboard", "--chunk", "3", "--budget", "1.5", "--resume", gpus=2)
+    said = capsys.readouterr().out
+    assert "first_gpu_run: a fresh run in " in said and "--resume found no " in said
     assert rc == 3 and not summary["complete"] and not summary["gpu_tests"]["complete"]
     done = set(summary["gpu_tests"]["results"])
     assert 0 < len(done) < len(nodes) and fake.steps == []
     seed = summary["test_seed"]
     rc, summary, calls = fake(plan, "--draws", "leaderboard", "--chunk", "3", "--resume", gpus=2)
+    said = capsys.readouterr().out
+    assert f"first_gpu_run: resuming {fake.out} (call 2, NVFP4_TEST_SEED={seed}, {len(done)} tests" in said
     assert rc == 0 and summary["complete"] and summary["test_seed"] == seed
     assert set(summary["gpu_tests"]["results"]) == set(nodes)
     assert not done & {n for c in calls for n in c["nodes"]}  # nothing reported before ran again

@@ -577,6 +577,12 @@ def main(argv=None) -> int:
     run = Run(out_dir, summary, gpus, deadline, args.test_timeout, seed_env)
     run.save()
     print(json.dumps(dev), flush=True)
+    # (say which: a --resume that finds no summary -- e.g. a folder the machine did not keep between calls --
+    # starts afresh with a new seed, and that should not pass unseen; exp. 191 lost ~500 s of device time so)
+    done = sum(len(summary.get(k, {}).get("results", {})) for k in ("gpu_tests", "gpu_tests_wide"))
+    print(f"first_gpu_run: {'resuming' if old else 'a fresh run in'} {out_dir} (call {len(summary['calls'])}, "
+          f"NVFP4_TEST_SEED={seed}, {done} tests with a result kept)"
+          + ("" if old or not args.resume else f"; --resume found no {path}"), flush=True)
     previous = signal.signal(signal.SIGTERM, run.interrupt)
     try:
         return run_all(run, args, draws, tools)
