@@ -219,7 +219,7 @@ def test_chunks_spread_over_the_gpus_and_two_gpu_tests_see_all(fake):
     assert rc == 0 and len(calls) == 1 and calls[0]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
 
 
-def test_a_hung_test_a_dead_process_and_a_lost_context_fail_and_their_chunks_go_on(fake):
+def test_a_hung_test_a_dead_process_and_a_lost_context_fail_and_their_chunks_go_on(fake, capsys):
     """A test that hangs is killed after --test-timeout, one whose process dies is counted failed,
     and so is one after which the CUDA context was lost (cuda_context_guard's line and exit code);
     the tests after each in its chunk still run (a new process); each failure is bisected under
@@ -246,6 +246,12 @@ def test_a_hung_test_a_dead_process_and_a_lost_context_fail_and_their_chunks_go_
     assert summary["timed_problems"] == [] and fake.steps == []  # both problems failed: nothing timed
     # every process, the bisection's reruns included, had the run's one test seed
     assert {c["env"]["NVFP4_TEST_SEED"] for c in calls} == {str(summary["test_seed"])}
+    # a --resume keeps all 7, the hung and dead ones too (they have no result from pytest, and run not again)
+    assert len(rec["results"]) < len(nodes)
+    capsys.readouterr()
+    rc, summary, calls = fake({"nodes": nodes, "plan": plan}, "--draws", "leaderboard", "--resume")
+    said = capsys.readouterr().out
+    assert calls == [] and f"(call 2, NVFP4_TEST_SEED={summary['test_seed']}, 7 tests with a result kept)" in said
 
 
 def test_a_hang_or_death_after_a_test_reported_is_that_tests(fake):
@@ -393,6 +399,8 @@ def test_sanitize_runs_each_tool_in_shards_over_the_gpus_last(fake):
         F.main(["--sanitize-tools", "memcheck,valgrind"])
     with pytest.raises(SystemExit):
         F.main(["--gpus", "0"])
+    with pytest.raises(SystemExit):  # (an empty --tests would run step 2 on nothing and the sweep on its default)
+        F.main(["--tests", " , "])
 
 
 def _run_real_pytest_in(folder, monkeypatch, test_timeout):

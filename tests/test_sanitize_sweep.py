@@ -161,7 +161,27 @@ def test_files_make_the_slice(tmp_path, monkeypatch):
         seen.clear()
         with pytest.raises(SystemExit, match="no test left to run"):  # (the stand-in collects nothing)
             S.main(["--out", str(tmp_path), "--seed", "1", "--tools", "memcheck", *argv])
-        assert seen == [("graphs", paths), (None, paths)]
+        # (the graph-marked part of all; the slice of the files, then the parametrization named whole)
+        assert seen == [("graphs", paths), (None, [p for p in paths if "[" not in p])] + \
+            ([(None, [dual])] if dual in paths else [])
+    # an empty --files is refused before any GPU work; --gpus hands --files to every shard
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit, match="--files names no test file"):
+        S.main(["--out", str(tmp_path), "--files", " , "])
+    for cmd, _env in S.shard_runs(["--files", f"x.py,{dual}", "--gpus", "2"], ["0", "1"], "/o", 1):
+        assert cmd[cmd.index("--files") + 1] == f"x.py,{dual}"
+
+
+def test_slice_thins_files_and_functions_not_named_parametrizations(monkeypatch):
+    """Of files and test functions, the first --per-test parametrizations of each function (less the
+    host-side tests); a parametrization named whole is kept, even a second one of a function."""
+    by_paths = {("t.py",): ["t.py::f[a]", "t.py::f[b]", "t.py::g", "t.py::test_two_streams_at_once[x]"],
+                ("t.py::f[b]", "u.py::h[2]"): ["t.py::f[b]", "u.py::h[2]"]}
+    monkeypatch.setattr(S, "collect", lambda env, marker=None, paths=(), **_k: list(by_paths[tuple(paths)]))
+    assert S.slice_nodes({}, ["t.py"], 1) == ["t.py::f[a]", "t.py::g"]
+    assert S.slice_nodes({}, ["t.py", "t.py::f[b]", "u.py::h[2]"], 1) == ["t.py::f[a]", "t.py::g", "t.py::f[b]",
+                                                                         "u.py::h[2]"]
+    assert S.slice_nodes({}, ["t.py::f[b]", "u.py::h[2]"], 1) == ["t.py::f[b]", "u.py::h[2]"]
 
 
 def test_sanitizer_command():

@@ -554,6 +554,8 @@ def main(argv=None) -> int:
     tools = [t for t in args.sanitize_tools.split(",") if t]
     if not tools or any(t not in SANITIZER_TOOLS for t in tools):
         ap.error(f"--sanitize-tools: a comma-separated subset of {','.join(SANITIZER_TOOLS)}")
+    if args.tests is not None and not split_tests(args.tests):
+        ap.error("--tests: names no test file or node id")
 
     dev = device_info()
     if dev is None:
@@ -579,7 +581,8 @@ def main(argv=None) -> int:
     print(json.dumps(dev), flush=True)
     # (say which: a --resume that finds no summary -- e.g. a folder the machine did not keep between calls --
     # starts afresh with a new seed, and that should not pass unseen; exp. 191 lost ~500 s of device time so)
-    done = sum(len(summary.get(k, {}).get("results", {})) for k in ("gpu_tests", "gpu_tests_wide"))
+    done = sum(len({*rec.get("results", {}), *rec.get("lost", {})}) for step, rec in summary.items()
+               if step == "gpu_tests" or step.startswith("gpu_tests_"))  # (a lost test is not run again either)
     print(f"first_gpu_run: {'resuming' if old else 'a fresh run in'} {out_dir} (call {len(summary['calls'])}, "
           f"NVFP4_TEST_SEED={seed}, {done} tests with a result kept)"
           + ("" if old or not args.resume else f"; --resume found no {path}"), flush=True)

@@ -8,7 +8,8 @@ initcheck, one process per tool (side by side by default), every log kept.
 The slice: the first --per-test parametrizations of every test function in tests/test_gpu_kernels.py
 and tests/test_gpu_masked.py (one per function by default: every kernel family, form and schedule
 the suite names), less the few tests about host-side behaviour that call many inputs
-(`HOST_SIDE_TESTS`); --files takes other files or node ids instead (first_gpu_run's --tests: e.g.
+(`HOST_SIDE_TESTS`); --files takes other files, test functions or node ids instead, sliced the same
+way but for a parametrization named whole, which is kept (first_gpu_run's --tests: e.g.
 tests/planted_gpu_faults.py, that tool's own check of a sanitizer run that hangs).  NVFP4_TEST_SEED is drawn once and set for the collection and every run, so the
 node ids of the fresh-seed tests are the same in each process.
 
@@ -87,6 +88,17 @@ def select_nodes(collected: list[str], per_test: int, skip=HOST_SIDE_TESTS) -> l
         taken[func] = taken.get(func, 0) + 1
         out.append(node)
     return out
+
+
+def slice_nodes(env: dict, paths: list[str], per_test: int) -> list[str]:
+    """The slice of `paths`: of each file or test function named, the first `per_test` parametrizations
+    of every test function, less HOST_SIDE_TESTS (`select_nodes`); a parametrization named whole (an id
+    with [...]) is kept as named."""
+    named = [p for p in paths if "[" in p]
+    rest = [p for p in paths if "[" not in p]
+    nodes = select_nodes(collect(env, None, rest), per_test) if rest else []
+    nodes += collect(env, None, named) if named else []
+    return list(dict.fromkeys(nodes))
 
 
 def pick_nodes(nodes: list[str], start: int = 0, count: int | None = None, shard: str | None = None,
@@ -327,6 +339,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.shard:
         parse_shard(args.shard)  # a bad --shard fails before any GPU work
+    paths = split_tests(args.files)
+    if not paths:
+        raise SystemExit("sanitize_sweep: --files names no test file")
     if args.gpus < 1 or (args.gpus > 1 and args.shard):
         raise SystemExit("sanitize_sweep: --gpus wants N >= 1, and makes its own shards (no --shard with it)")
     tools = [t for t in args.tools.split(",") if t]
@@ -355,15 +370,12 @@ def main(argv=None) -> int:
         print(f"sanitize_sweep: {len(gpus)} shards, exit statuses {[sh['rc'] for sh in merged['shards']]}", flush=True)
         return 0 if merged["clean"] else 1
     env = {**os.environ, "NVFP4_TEST_SEED": str(seed)}
-    paths = split_tests(args.files)
-    if not paths:
-        raise SystemExit("sanitize_sweep: --files names no test file")
     graph_nodes = set(collect(env, "graphs", paths))
     only = None if not args.marker else graph_nodes if args.marker == "graphs" else set(collect(env, args.marker, paths))
-    nodes = pick_nodes(select_nodes(collect(env, None, paths), args.per_test), args.start, args.count, args.shard, only)
+    nodes = pick_nodes(slice_nodes(env, paths, args.per_test), args.start, args.count, args.shard, only)
     if not nodes:  # pytest given no node ids would run every test under tests/
-        raise SystemExit(f"sanitize_sweep: no test left to run after --start {args.start} --count {args.count} "
-                         f"--shard {args.shard} --marker {args.marker}")
+        raise SystemExit(f"sanitize_sweep: no test left to run of {','.join(paths)} after --start {args.start} "
+                         f"--count {args.count} --shard {args.shard} --marker {args.marker}")
     version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
     summary = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                "device": torch.cuda.get_device_name(0), "sanitizer": version[-1] if version else binary,
