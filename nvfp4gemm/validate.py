@@ -3,6 +3,8 @@ host before anything is launched or written.  Each error names the broken constr
 
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from configs import K_BLOCK, check_shape
@@ -64,6 +66,34 @@ def _check_aligned(tensors) -> None:
         _need(t.data_ptr() % 16 == 0, lambda: f"{name} must be 16-byte aligned (TMA), data_ptr % 16 = {t.data_ptr() % 16}")
 
 
+def _span(t) -> tuple[int, int]:
+    """[first, last + 1) bytes of `t`'s elements in memory (from its strides; empty for no elements)."""
+    if t.numel() == 0:
+        return t.data_ptr(), t.data_ptr()
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+
+
+def _check_no_overlap(outputs, inputs) -> None:
+    """No output's memory overlaps another output's or any input's: kernels writing an input they
+    still read, or two groups' CUDA blocks writing one place, would give wrong results without an
+    error (inputs may overlap each other: they are only read)."""
+    spans = sorted((*_span(t), is_out, name) for is_out, named in ((True, outputs), (False, inputs))
+                   for name, t in named if t.numel())
+    # (a sweep in address order: the interval ending last among those started so far overlaps any
+    # later one that starts before that end)
+    last_any = last_out = None
+    for start, end, is_out, name in spans:
+        for prev in ((last_any,) if is_out else (last_out,)):
+            _need(prev is None or start >= prev[0],
+                  lambda: f"{name if is_out else prev[1]} overlaps {prev[1] if is_out else name} in memory: "
+                          "outputs must not overlap each other or any input")
+        if last_any is None or end > last_any[0]:
+            last_any = (end, name)
+        if is_out and (last_out is None or end > last_out[0]):
+            last_out = (end, name)
+
+
 def validate_dual(data):
     """Checks the 10-tuple; returns the shape (m, n, k, l)."""
     _need(isinstance(data, (tuple, list)) and len(data) == 10,
@@ -76,6 +106,11 @@ def validate_dual(data):
     k = 2 * kh
     for err in check_shape("dual", (m, n, k, l)):
         raise InputError(err)
+    # (M and K come from a, N from c: name both sides where a B disagrees with them)
+    for name, b in (("b1", b1), ("b2", b2)):
+        if isinstance(b, torch.Tensor) and b.dim() == 3:
+            _need(b.shape[0] == n, lambda: f"{name} has N={b.shape[0]} rows but c has N={n} columns")
+            _need(b.shape[1] == kh, lambda: f"{name} has K/2={b.shape[1]} packed bytes per row but a has K/2={kh} (K={k})")
     _check_operand("a", a, m, k, l)
     _check_operand("b1", b1, n, k, l)
     _check_operand("b2", b2, n, k, l)
@@ -88,6 +123,7 @@ def validate_dual(data):
     _check_output("c", c, m, n, l)
     used = [("a", a), ("b1", b1), ("b2", b2), ("sfa", sfa), ("sfb1", sfb1), ("sfb2", sfb2),
             ("sfa_perm", sfa_p), ("sfb1_perm", sfb1_p), ("sfb2_perm", sfb2_p), ("c", c)]
+    _check_no_overlap(used[-1:], used[:-1])
     return (m, n, k, l), used
 
 
@@ -105,12 +141,22 @@ def validate_group(data):
     _need(len(abc) == g and len(sfs) == g and len(sfs_p) == g,
           lambda: f"abc, sfasfb, sfasfb_perm and problem_sizes must have one entry per group; got {len(abc)}, {len(sfs)}, {len(sfs_p)}, {g}")
     shape = []
-    used = []
-    for gi, ((a, b, c), (sfa, sfb), (sfa_p, sfb_p), size) in enumerate(zip(abc, sfs, sfs_p, sizes)):
-        _need(len(size) == 4, lambda: f"problem_sizes[{gi}] must be (M, N, K, L), got {size}")
-        m, n, k, l = (int(x) for x in size)
+    for gi, size in enumerate(sizes):
+        _need(hasattr(size, "__len__") and len(size) == 4,
+              lambda: f"problem_sizes[{gi}] must be (M, N, K, L), got {size!r}")
+        try:  # (integers only: int() would cut 256.9 to 256 where the kernels read the sizes as given)
+            m, n, k, l = map(operator.index, size)
+        except TypeError:
+            raise InputError(f"problem_sizes[{gi}] must be four integers (M, N, K, L), got {size!r}") from None
         _need(l == 1, lambda: f"group {gi}: L={l}; grouped problems need L == 1")
         shape.append((m, n, k))
+    # (the sizes first: a group of M = 0 is named so, not as a tensor that fails to match it)
+    for err in check_shape("group", shape, launch=False):  # (more groups than a launch takes: chunks)
+        raise InputError(err)
+    used = []
+    outputs, inputs = [], []
+    for gi, ((a, b, c), (sfa, sfb), (sfa_p, sfb_p), (m, n, k)) in enumerate(zip(abc, sfs, sfs_p, shape)):
+        l = 1
         pre = f"group {gi}: "
         _check_operand(pre + "a", a, m, k, l)
         _check_operand(pre + "b", b, n, k, l)
@@ -120,8 +166,10 @@ def validate_group(data):
         _check_permuted(pre + "sfb_perm", sfb_p, n, k, l)
         _check_output(pre + "c", c, m, n, l)
         used += [(pre + "a", a), (pre + "b", b), (pre + "sfa_perm", sfa_p), (pre + "sfb_perm", sfb_p), (pre + "c", c)]
-    for err in check_shape("group", shape, launch=False):  # (more groups than a launch takes: chunks)
-        raise InputError(err)
+        outputs.append((pre + "c", c))
+        inputs += [(pre + "a", a), (pre + "b", b), (pre + "sfa", sfa), (pre + "sfb", sfb), (pre + "sfa_perm", sfa_p),
+                   (pre + "sfb_perm", sfb_p)]
+    _check_no_overlap(outputs, inputs)
     return tuple(shape), used
 
 

@@ -43,7 +43,13 @@ def test_wrong_dtype():
 def test_mismatched_shapes():
     d = dual()
     d[1] = dual(n=192)[1]
-    expect_error(d, "b1 must have shape")
+    expect_error(d, "b1 has N=192 rows but c has N=128 columns")  # (N is c's: both sides named)
+    d = dual()
+    d[2] = dual(k=512)[2]
+    expect_error(d, "b2 has K/2=256 packed bytes per row but a has K/2=128 (K=256)")
+    d = dual()
+    d[4] = dual(n=192)[4]
+    expect_error(d, "sfb1 must have shape")
     d = dual()
     d[6] = dual(m=384)[6]
     expect_error(d, "sfa_perm", "permuted shape")
@@ -144,3 +150,37 @@ def test_malformed_input_structure(bad):
 
     with pytest.raises(InputError, match="must be"):
         dispatch.custom_kernel(bad)
+
+
+def test_outputs_must_not_overlap():
+    """An output sharing memory with another output or with an input is refused, naming both (the
+    kernels would race or read what they wrote, without an error); inputs may share memory."""
+    g = R.generate_input([128, 128], [128, 128], [256, 256], 2, 1, device="cpu")
+    g[0][1] = (g[0][1][0], g[0][1][1], g[0][0][2])  # group 1 writes group 0's c
+    expect_error(g, "group 1: c overlaps group 0: c in memory", "must not overlap")
+    g = R.generate_input([128, 128], [128, 128], [256, 256], 2, 1, device="cpu")
+    sfa = torch.tensor([], dtype=torch.float8_e4m3fn).set_(g[0][0][2].untyped_storage(), 0, (128, 16, 1), (16, 1, 2048))
+    g[1][0] = (sfa, g[1][0][1])  # group 0's plain sfa in c's bytes
+    expect_error(g, "group 0: c overlaps group 0: sfa in memory")
+    d = dual()
+    m, n = d[-1].shape[:2]
+    buf = torch.empty(m * n * 2, dtype=torch.uint8)
+    a = buf[:d[0].numel()].view(d[0].shape[0], -1).unsqueeze(-1).view(torch.float4_e2m1fn_x2)
+    a.copy_(d[0])
+    d[0], d[-1] = a, buf.view(torch.float16).view(m, n, 1)  # c over a's bytes
+    d[-1].fill_(-3.0)  # (a poison expect_error can compare: NaN != NaN)
+    expect_error(d, "c overlaps a in memory")
+    d = dual()
+    d[2] = d[1]  # (B2 = B1: inputs may alias)
+    with pytest.raises(InputError, match="a is on cpu"):  # (validation passed; CPU tensors refused next)
+        submission.custom_kernel(tuple(d))
+
+
+def test_grouped_sizes_checked_first_and_as_integers():
+    """problem_sizes: each entry four integers, and a group's sizes checked before its tensors (a
+    group of M = 0 is named so, not as a scale tensor that fails to match it)."""
+    g = R.generate_input([40, 128], [128, 256], [256, 512], 2, 1, device="cpu")
+    expect_error((g[0], g[1], g[2], [g[3][0], (0, 256, 512, 1)]), "group 1: M=0 must be >= 1")
+    expect_error((g[0], g[1], g[2], [g[3][0], (128, 256, 0, 1)]), "group 1: K=0 must be >= 1")
+    expect_error((g[0], g[1], g[2], [5, g[3][1]]), "problem_sizes[0] must be (M, N, K, L), got 5")
+    expect_error((g[0], g[1], g[2], [(40, 128, 256.9, 1), g[3][1]]), "problem_sizes[0] must be four integers")
