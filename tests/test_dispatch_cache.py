@@ -178,7 +178,7 @@ def test_new_signature_is_validated_in_full(monkeypatch):
         dispatch.custom_kernel(tuple(bad_stride))
     bad_shape = list(t.clone() for t in d)
     bad_shape[9] = torch.empty(128, 128, 1, dtype=torch.float16)
-    with pytest.raises(InputError, match="b1 must have shape"):
+    with pytest.raises(InputError, match="b1 has N=64 rows but c has N=128 columns"):
         dispatch.custom_kernel(tuple(bad_shape))
     assert calls["validate"] == 4 and len(launches) == 1
 
