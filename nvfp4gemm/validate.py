@@ -84,10 +84,10 @@ def _check_no_overlap(outputs, inputs) -> None:
     # later one that starts before that end)
     last_any = last_out = None
     for start, end, is_out, name in spans:
-        for prev in ((last_any,) if is_out else (last_out,)):
-            _need(prev is None or start >= prev[0],
-                  lambda: f"{name if is_out else prev[1]} overlaps {prev[1] if is_out else name} in memory: "
-                          "outputs must not overlap each other or any input")
+        prev = last_any if is_out else last_out  # (an input only matters against an output)
+        _need(prev is None or start >= prev[0],
+              lambda: f"{name if is_out else prev[1]} overlaps {prev[1] if is_out else name} in memory: "
+                      "outputs must not overlap each other or any input")
         if last_any is None or end > last_any[0]:
             last_any = (end, name)
         if is_out and (last_out is None or end > last_out[0]):
